@@ -1,0 +1,60 @@
+/**
+ * The PostgreSQL connection every bothy service uses: `DATABASE_URL` when it is set, otherwise an
+ * embedded PostgreSQL 18 kept under `BOTHY_HOME` (default `.bothy/` in the working folder), whose
+ * lifetime is the layer's.
+ */
+import { join } from "node:path"
+import { PgClient } from "@effect/sql-pg"
+import { Config, Effect, Layer, Option } from "effect"
+import { InvalidConfig, parseCount, parseText, setting } from "./BothyConfig.ts"
+import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
+import * as Migrations from "./Migrations.ts"
+
+const databaseUrl = Config.Redacted("DATABASE_URL").pipe(
+  Config.option,
+  Effect.mapError((e) => new InvalidConfig({ keys: ["DATABASE_URL"], detail: `DATABASE_URL: ${e.message}` })),
+)
+
+/** Connection pool for `DATABASE_URL`, or for an embedded server started for the layer's lifetime. */
+export const layer = Layer.unwrap(
+  Effect.gen(function* () {
+    const url = yield* databaseUrl
+    const maxConnections = yield* setting("database.pool_size", "10", parseCount(1, 1000))
+    if (Option.isSome(url)) {
+      return PgClient.layer({ url: url.value, maxConnections, applicationName: "bothy" })
+    }
+    const home = yield* setting("home", ".bothy", parseText)
+    const port = yield* setting("embedded_port", "54329", parseCount(1, 65535))
+    const server = yield* EmbeddedPostgres.start({
+      dataDir: join(home, "pg"),
+      passwordFile: join(home, "password"),
+      port,
+    })
+    yield* Effect.logInfo(
+      `embedded PostgreSQL 18 listening on ${server.host}:${server.port} (data in ${server.dataDir}); ` +
+        `connect as postgres://postgres@${server.host}:${server.port}/postgres with the password in ${join(home, "password")}`,
+    )
+    return PgClient.layer({
+      host: server.host,
+      port: server.port,
+      username: server.user,
+      password: server.password,
+      database: "postgres",
+      maxConnections,
+      applicationName: "bothy",
+    })
+  }),
+)
+
+/** Applies pending migrations while the layer is built. */
+export const migrate = Layer.effectDiscard(
+  Migrations.run.pipe(
+    Effect.tap((applied) =>
+      applied.length === 0
+        ? Effect.logInfo("schema is current")
+        : Effect.logInfo(
+            `applied migrations: ${applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`).join(", ")}`,
+          ),
+    ),
+  ),
+)

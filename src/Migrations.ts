@@ -1,0 +1,24 @@
+/**
+ * bothy's schema migrations, applied by the `effect/sql` migrator in one locked transaction, so
+ * concurrent starts are safe and a second run is a no-op.
+ *
+ * Migrations are imported statically rather than read from a folder at run time: the same record
+ * then works from the TypeScript sources and from the built `dist/`, with no file-system service.
+ * A test checks that every file in `migrations/` is listed here.
+ */
+import { Effect } from "effect"
+import { Migrator } from "effect/sql"
+import eventLog from "../migrations/0001_event_log.ts"
+
+export const migrations = {
+  "0001_event_log": eventLog,
+} as const
+
+/** The table in which the migrator records applied migrations. */
+export const migrationsTable = "bothy_migrations"
+
+/** Applies every pending migration; returns the ids and names it applied (empty when current). */
+export const run = Migrator.make({})({
+  loader: Migrator.fromRecord(migrations),
+  table: migrationsTable,
+}).pipe(Effect.withSpan("Migrations.run"))

@@ -1,0 +1,55 @@
+#!/usr/bin/env node
+/**
+ * The `bothy` command. `worker` runs the long-lived process (migrations, partition maintenance,
+ * and the consumers and job workers as they land); `migrate` applies migrations and exits.
+ * Without `DATABASE_URL` both start an embedded PostgreSQL under `.bothy/` and stop it on exit.
+ *
+ * SIGTERM and SIGINT interrupt the main fiber, so every finalizer runs (the embedded server stops
+ * cleanly) and the process exits 0. An expected failure prints one line and exits 1.
+ */
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Cause, Console, Effect, Exit, Layer } from "effect"
+import { Command } from "effect/cli"
+import { BothyConfig } from "../BothyConfig.ts"
+import * as Database from "../Database.ts"
+import * as EventLogPartitions from "../EventLogPartitions.ts"
+
+const Worker = Layer.mergeAll(EventLogPartitions.maintain).pipe(
+  Layer.provide(Database.migrate),
+  Layer.provide(BothyConfig.layer),
+  Layer.provide(Database.layer),
+)
+
+const worker = Command.make("worker", {}, () =>
+  Effect.logInfo("bothy worker running; SIGTERM or Ctrl-C stops it").pipe(
+    Effect.andThen(Effect.never),
+    Effect.provide(Worker),
+  ),
+).pipe(Command.withDescription("Run the worker: migrations, log maintenance, consumers and jobs"))
+
+const migrate = Command.make("migrate", {}, () =>
+  Layer.build(Database.migrate).pipe(Effect.scoped, Effect.provide(Database.layer)),
+).pipe(Command.withDescription("Apply pending database migrations and exit"))
+
+const bothy = Command.make("bothy").pipe(
+  Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
+  Command.withSubcommands([worker, migrate]),
+)
+
+/** Expected failures are one line; defects keep their full cause. */
+const report = (cause: Cause.Cause<unknown>) => {
+  if (Cause.hasInterruptsOnly(cause)) return Effect.void
+  const error = Cause.findErrorOption(cause)
+  return error._tag === "Some" && error.value instanceof Error
+    ? Console.error(`bothy: ${error.value.message}`)
+    : Console.error(Cause.pretty(cause))
+}
+
+Command.run(bothy, { version: "0.1.0" }).pipe(
+  Effect.tapCause(report),
+  Effect.provide(NodeServices.layer),
+  NodeRuntime.runMain({
+    disableErrorReporting: true,
+    teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : 1),
+  }),
+)
