@@ -13,6 +13,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
+import { isNoPartition, pgFailure } from "./PgError.ts"
 
 /** Where an append landed in the log. */
 export interface Appended {
@@ -91,9 +92,8 @@ export class EventLog extends Context.Service<
               WITH ORDINALITY AS e(s, t, a, p, tp, ord)
           )
           SELECT head.base, head.epoch, head.at FROM head, (SELECT pg_notify('event_log', '')) AS wake`.pipe(
-          Effect.catchIf(
-            (e) => /no partition of relation/.test(String(e.cause)),
-            (e) => Effect.fail(new EventLogPartitionMissing({ detail: String(e.cause) })),
+          Effect.catchIf(isNoPartition, (e) =>
+            Effect.fail(new EventLogPartitionMissing({ detail: pgFailure(e).message })),
           ),
         )
         if (row === undefined) return yield* Effect.die("event_seq has no row: the migrations were not applied")

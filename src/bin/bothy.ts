@@ -10,21 +10,26 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer } from "effect"
 import { Command } from "effect/cli"
-import { BothyConfig } from "../BothyConfig.ts"
+import type { Settings } from "../BothyConfig.ts"
+import * as BothyConfig from "../BothyConfig.ts"
 import * as Database from "../Database.ts"
 import * as EventLogPartitions from "../EventLogPartitions.ts"
 
-const Worker = Layer.mergeAll(EventLogPartitions.maintain).pipe(
-  Layer.provide(Database.migrate),
-  Layer.provide(BothyConfig.layer),
-  Layer.provide(Database.layer),
-)
+const Worker = (settings: Settings) =>
+  EventLogPartitions.maintain.pipe(
+    Layer.provide(Database.migrate),
+    Layer.provide(Layer.merge(BothyConfig.BothyConfig.layerWith(settings), Database.layer)),
+  )
 
+// Settings are validated before anything starts, so a bad value never leaves a server behind.
 const worker = Command.make("worker", {}, () =>
-  Effect.logInfo("bothy worker running; SIGTERM or Ctrl-C stops it").pipe(
-    Effect.andThen(Effect.never),
-    Effect.provide(Worker),
-  ),
+  Effect.gen(function* () {
+    const settings = yield* BothyConfig.load
+    yield* Effect.logInfo("bothy worker running; SIGTERM or Ctrl-C stops it").pipe(
+      Effect.andThen(Effect.never),
+      Effect.provide(Worker(settings)),
+    )
+  }),
 ).pipe(Command.withDescription("Run the worker: migrations, log maintenance, consumers and jobs"))
 
 const migrate = Command.make("migrate", {}, () =>

@@ -1,0 +1,110 @@
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import { inject } from "vitest"
+import * as BothyProcess from "../support/BothyProcess.ts"
+import { withDatabase } from "../support/DatabaseUrl.ts"
+import { adminSql } from "../support/TestDatabase.ts"
+
+const freePort = Effect.callback<number>((resume) => {
+  const server = createServer().listen(0, "127.0.0.1", () => {
+    const address = server.address()
+    server.close(() => resume(Effect.succeed(typeof address === "object" && address ? address.port : 0)))
+  })
+})
+
+const tempHome = Effect.acquireRelease(
+  Effect.sync(() => {
+    const dir = mkdtempSync(join(tmpdir(), "bothy-cli-"))
+    chmodSync(dir, 0o755)
+    return dir
+  }),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
+)
+
+const isAlive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+describe("bothy command", () => {
+  it.live("--help lists the commands", () =>
+    Effect.gen(function* () {
+      const out = yield* BothyProcess.run(["--help"])
+      assert.strictEqual(out.code, 0)
+      assert.match(out.stdout, /worker/)
+      assert.match(out.stdout, /migrate/)
+    }),
+  )
+
+  it.live("migrate applies the migrations to DATABASE_URL once; a second run is a no-op", () =>
+    Effect.gen(function* () {
+      const name = `t_cli_${process.pid}_${Date.now()}`
+      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}"`), () =>
+        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
+      )
+      const url = withDatabase(inject("pgAdminUrl"), name)
+      const first = yield* BothyProcess.run(["migrate"], { DATABASE_URL: url })
+      assert.strictEqual(first.code, 0, first.stderr)
+      assert.match(first.stdout, /applied migrations: 0001_event_log/)
+      assert.notMatch(first.stdout, /embedded/, "DATABASE_URL set: no embedded server")
+      const second = yield* BothyProcess.run(["migrate"], { DATABASE_URL: url })
+      assert.strictEqual(second.code, 0, second.stderr)
+      assert.match(second.stdout, /schema is current/)
+      const rows = yield* Effect.flatMap(
+        SqlClient.SqlClient,
+        (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`,
+      ).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })))
+      assert.strictEqual(rows[0]!.n, 1)
+    }).pipe(Effect.scoped),
+  )
+
+  it.live("a bad setting stops the worker with one line naming the key, before any server starts", () =>
+    Effect.gen(function* () {
+      const home = yield* tempHome
+      const out = yield* BothyProcess.run(["worker"], {
+        BOTHY_HOME: join(home, "state"),
+        BOTHY_CONSUMER_BATCH_SIZE: "lots",
+      })
+      assert.strictEqual(out.code, 1)
+      const lines = out.stderr.split("\n").filter((l) => l.trim().length > 0)
+      assert.strictEqual(lines.length, 1, out.stderr)
+      assert.match(lines[0]!, /BOTHY_CONSUMER_BATCH_SIZE \(consumer\.batch_size\) = "lots"/)
+      assert.isFalse(existsSync(join(home, "state")), "no embedded server was initialised")
+    }).pipe(Effect.scoped),
+  )
+
+  it.live(
+    "without DATABASE_URL the worker runs an embedded PostgreSQL and SIGTERM or SIGINT stop both cleanly",
+    () =>
+      Effect.gen(function* () {
+        const home = join(yield* tempHome, ".bothy")
+        const port = yield* freePort
+        for (const signal of ["SIGTERM", "SIGINT"] as const) {
+          const worker = yield* BothyProcess.start(["worker"], {
+            BOTHY_HOME: home,
+            BOTHY_EMBEDDED_PORT: String(port),
+          })
+          yield* worker.waitFor(new RegExp(`embedded PostgreSQL 18 listening on 127\\.0\\.0\\.1:${port}`))
+          yield* worker.waitFor(/worker running/)
+          const pgPid = Number(readFileSync(join(home, "pg", "postmaster.pid"), "utf8").split("\n")[0])
+          assert.isTrue(isAlive(pgPid))
+          worker.child.kill(signal)
+          const out = yield* worker.exited
+          assert.strictEqual(out.code, 0, `${signal}: ${out.stderr}`)
+          assert.isFalse(isAlive(pgPid), `${signal}: the embedded server stopped`)
+          assert.isFalse(existsSync(join(home, "pg", "postmaster.pid")), `${signal}: clean shutdown`)
+        }
+      }).pipe(Effect.scoped),
+    120_000,
+  )
+})
