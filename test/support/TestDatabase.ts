@@ -1,6 +1,6 @@
 /**
  * A fresh database per test file (or per `layer(...)` block), cloned from the migrated template the
- * global setup made, and dropped when the layer closes.
+ * global setup made (or empty, for tests of the migrations), and dropped when the layer closes.
  */
 import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
@@ -24,12 +24,12 @@ const admin = () => PgClient.layer({ url: Redacted.make(inject("pgAdminUrl")), m
 export const adminSql = (statement: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(Effect.provide(admin()))
 
-/** Clones the template into a new database; provides a pool on it and `TestDatabase`. */
-export const layer = (options: Partial<PgClient.PgPoolConfig> = {}) =>
+const fresh = (template: string | undefined, options: Partial<PgClient.PgPoolConfig>) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const name = `t_${randomUUID().replaceAll("-", "")}`
-      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
+      const from = template === undefined ? "" : ` TEMPLATE "${template}"`
+      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}"${from}`), () =>
         adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
       )
       const url = withDatabase(inject("pgAdminUrl"), name)
@@ -39,3 +39,12 @@ export const layer = (options: Partial<PgClient.PgPoolConfig> = {}) =>
       )
     }),
   ).pipe(Layer.orDie)
+
+/** Clones the template into a new database; provides a pool on it and `TestDatabase`. */
+export const layer = (options: Partial<PgClient.PgPoolConfig> = {}) => fresh(inject("pgTemplate"), options)
+
+/**
+ * A new database with no schema at all, for tests that prove the migrations themselves (as a host
+ * app runs them); provides a pool on it and `TestDatabase`.
+ */
+export const layerEmpty = (options: Partial<PgClient.PgPoolConfig> = {}) => fresh(undefined, options)
