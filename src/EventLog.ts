@@ -60,6 +60,14 @@ export class EventLog extends Context.Service<
     ) => Effect.Effect<{ readonly value: A; readonly appended: Option.Option<Appended> }, E | AppendError, R>
     /** Up to `limit` events with `seq > afterSeq`, in seq order, from one snapshot. */
     readonly read: (afterSeq: bigint, limit: number) => Effect.Effect<ReadonlyArray<Event>, SqlError>
+    /**
+     * `read` and `head` from one snapshot. Because the log is gapless, any seq at or below `head`
+     * that is missing from the result has left the log (retention), never "not committed yet".
+     */
+    readonly readWithHead: (
+      afterSeq: bigint,
+      limit: number,
+    ) => Effect.Effect<{ readonly head: Head; readonly events: ReadonlyArray<Event> }, SqlError>
     readonly head: Effect.Effect<Head, SqlError>
   }
 >()("bothy/EventLog") {
@@ -125,6 +133,21 @@ export class EventLog extends Context.Service<
         return yield* decodeEvents(rows).pipe(Effect.orDie)
       })
 
+      const readWithHead = Effect.fn("EventLog.readWithHead")(function* (afterSeq: bigint, limit: number) {
+        const rows = yield* sql<{ head: bigint; headEpoch: number; seq: bigint | null }>`
+          SELECT s.value AS head, s.epoch AS "headEpoch", e.seq, e.epoch, e.occurred_at AS "occurredAt",
+                 e.space_id AS space, e.type, e.actor, e.payload, e.trace_parent AS "traceParent"
+          FROM event_seq AS s
+          LEFT JOIN LATERAL (
+            SELECT * FROM event_log WHERE seq > ${afterSeq} ORDER BY seq LIMIT ${limit}
+          ) AS e ON true
+          ORDER BY e.seq`
+        const first = rows[0]
+        if (first === undefined) return yield* Effect.die("event_seq has no row: the migrations were not applied")
+        const events = yield* decodeEvents(first.seq === null ? [] : rows).pipe(Effect.orDie)
+        return { head: { seq: first.head, epoch: first.headEpoch }, events }
+      })
+
       const head = sql<Head>`SELECT value AS seq, epoch FROM event_seq`.pipe(
         Effect.flatMap(([row]) =>
           row === undefined ? Effect.die("event_seq has no row: the migrations were not applied") : Effect.succeed(row),
@@ -132,7 +155,7 @@ export class EventLog extends Context.Service<
         Effect.withSpan("EventLog.head"),
       )
 
-      return EventLog.of({ append, appendAfter, read, head })
+      return EventLog.of({ append, appendAfter, read, readWithHead, head })
     }),
   )
 }

@@ -20,7 +20,10 @@ import { promisify } from "node:util"
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { migrations as registered } from "../src/Migrations.ts"
 import * as TestDatabase from "./support/TestDatabase.ts"
+
+const migrationNames = Object.keys(registered)
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const execFileAsync = promisify(execFile)
@@ -214,7 +217,7 @@ layer(TestDatabase.layerEmpty(), { excludeTestServices: true })("Package", (it) 
           env: { DATABASE_URL: db.url },
         })
         assert.deepStrictEqual(yield* Schema.decodeEffect(AppOutput)(first.stdout), {
-          applied: ["0001_event_log"],
+          applied: migrationNames,
           seq: "1",
         })
         const second = yield* run("app.ts (migrated database)", process.execPath, ["app.ts"], {
@@ -242,7 +245,7 @@ layer(TestDatabase.layerEmpty(), { excludeTestServices: true })("Package", (it) 
           SELECT migration_id AS id, name FROM bothy_migrations ORDER BY migration_id`
         assert.deepStrictEqual(
           migrations.map((m) => ({ ...m })),
-          [{ id: 1, name: "event_log" }],
+          migrationNames.map((m) => ({ id: Number(m.slice(0, 4)), name: m.slice(5) })),
         )
 
         const help = yield* run(

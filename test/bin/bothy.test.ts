@@ -7,8 +7,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { inject } from "vitest"
-import * as BothyProcess from "../support/BothyProcess.ts"
 import { withDatabase } from "../support/DatabaseUrl.ts"
+import * as NodeProcess from "../support/NodeProcess.ts"
 import { adminSql } from "../support/TestDatabase.ts"
 
 const freePort = Effect.callback<number>((resume) => {
@@ -39,7 +39,7 @@ const isAlive = (pid: number) => {
 describe("bothy command", () => {
   it.live("--help lists the commands", () =>
     Effect.gen(function* () {
-      const out = yield* BothyProcess.run(["--help"])
+      const out = yield* NodeProcess.run(NodeProcess.bothy, ["--help"])
       assert.strictEqual(out.code, 0)
       assert.match(out.stdout, /worker/)
       assert.match(out.stdout, /migrate/)
@@ -53,11 +53,11 @@ describe("bothy command", () => {
         adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
       )
       const url = withDatabase(inject("pgAdminUrl"), name)
-      const first = yield* BothyProcess.run(["migrate"], { DATABASE_URL: url })
+      const first = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], { DATABASE_URL: url })
       assert.strictEqual(first.code, 0, first.stderr)
       assert.match(first.stdout, /applied migrations: 0001_event_log/)
       assert.notMatch(first.stdout, /embedded/, "DATABASE_URL set: no embedded server")
-      const second = yield* BothyProcess.run(["migrate"], { DATABASE_URL: url })
+      const second = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], { DATABASE_URL: url })
       assert.strictEqual(second.code, 0, second.stderr)
       assert.match(second.stdout, /schema is current/)
       const rows = yield* Effect.flatMap(
@@ -71,7 +71,7 @@ describe("bothy command", () => {
   it.live("a bad setting stops the worker with one line naming the key, before any server starts", () =>
     Effect.gen(function* () {
       const home = yield* tempHome
-      const out = yield* BothyProcess.run(["worker"], {
+      const out = yield* NodeProcess.run(NodeProcess.bothy, ["worker"], {
         BOTHY_HOME: join(home, "state"),
         BOTHY_CONSUMER_BATCH_SIZE: "lots",
       })
@@ -90,7 +90,7 @@ describe("bothy command", () => {
         const home = join(yield* tempHome, ".bothy")
         const port = yield* freePort
         for (const signal of ["SIGTERM", "SIGINT"] as const) {
-          const worker = yield* BothyProcess.start(["worker"], {
+          const worker = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], {
             BOTHY_HOME: home,
             BOTHY_EMBEDDED_PORT: String(port),
           })

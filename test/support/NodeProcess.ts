@@ -1,12 +1,13 @@
 /**
- * Runs the `bothy` command as a child process (real signals, real exit codes), with the Node 24
- * that runs the tests.
+ * Runs a TypeScript entry module as a child process (real signals, real exit codes, SIGKILL), with
+ * the Node 24 that runs the tests.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
 
-const entry = fileURLToPath(new URL("../../src/bin/bothy.ts", import.meta.url))
+/** The `bothy` command. */
+export const bothy = fileURLToPath(new URL("../../src/bin/bothy.ts", import.meta.url))
 
 export interface Finished {
   readonly code: number | null
@@ -22,7 +23,7 @@ export interface Running {
   readonly exited: Effect.Effect<Finished>
 }
 
-export const start = (args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>
+export const start = (entry: string, args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>
   Effect.acquireRelease(
     Effect.sync((): Running => {
       const child = spawn(process.execPath, [entry, ...args], {
@@ -72,5 +73,5 @@ export const start = (args: ReadonlyArray<string>, env: Record<string, string | 
   )
 
 /** Runs to completion. */
-export const run = (args: ReadonlyArray<string>, env: Record<string, string | undefined> = {}) =>
-  Effect.scoped(Effect.flatMap(start(args, env), (p) => p.exited))
+export const run = (entry: string, args: ReadonlyArray<string>, env: Record<string, string | undefined> = {}) =>
+  Effect.scoped(Effect.flatMap(start(entry, args, env), (p) => p.exited))

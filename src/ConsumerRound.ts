@@ -1,0 +1,134 @@
+/**
+ * One consumer round: a single transaction that creates every job for the next batch of events
+ * and advances the cursor, so the jobs and the cursor move together or not at all.
+ *
+ *   BEGIN
+ *   lock cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> ROLLBACK, Locked
+ *   read batch after last_seq + head (one snapshot)
+ *   report lost ranges to the loss handler (seqs at or below head that are gone)
+ *   nothing new ──> ROLLBACK, CaughtUp
+ *   fan out -> insert jobs (unique key: consumer, seq, receiver) -> advance last_seq
+ *   COMMIT, Processed
+ *
+ * Any failure, defect or interruption before COMMIT rolls back jobs and cursor together; the next
+ * round reads the same batch again. Two workers never run the same consumer's round at once: the
+ * second finds the row locked and ends at once, without waiting and without writing.
+ */
+import { type Array as Arr, Effect, type Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import type { Event } from "./Event.ts"
+import { EventLog, type Head } from "./EventLog.ts"
+import { Jobs } from "./Jobs.ts"
+
+/** A job the fan-out wants for one event and one receiver. */
+export interface FanOutJob {
+  readonly seq: bigint
+  /** Who receives it (a subscription id, a push registration...): part of the job's unique key. */
+  readonly receiver: string
+  readonly kind: string
+  readonly queue?: string
+  readonly args: Schema.Json
+  readonly priority?: number
+  readonly maxAttempts?: number
+  readonly scheduledAt?: Date
+}
+
+/** Seqs that had left the log (retention) before the consumer read them; bounds inclusive. */
+export interface LostRange {
+  readonly firstSeq: bigint
+  readonly lastSeq: bigint
+}
+
+export type RoundOutcome =
+  | { readonly _tag: "Locked" }
+  | { readonly _tag: "CaughtUp"; readonly lastSeq: bigint }
+  | {
+      readonly _tag: "Processed"
+      readonly fromSeq: bigint
+      readonly toSeq: bigint
+      readonly events: number
+      readonly jobs: number
+      /** Jobs the unique key suppressed: 0 unless something is wrong with the round itself. */
+      readonly suppressed: number
+      readonly lost: ReadonlyArray<LostRange>
+      /** The batch was full: more events are waiting. */
+      readonly full: boolean
+      readonly head: Head
+      /** When the oldest event still waiting was committed (none when caught up). */
+      readonly nextOccurredAt: Date | undefined
+    }
+
+export interface RoundOptions<E, R> {
+  readonly name: string
+  readonly batchSize: number
+  readonly fanOut: (events: Arr.NonEmptyReadonlyArray<Event>) => Effect.Effect<ReadonlyArray<FanOutJob>, E, R>
+  /** Runs inside the round's transaction, once per lost range. */
+  readonly onLoss: (lost: LostRange) => Effect.Effect<void, E, R>
+}
+
+export const uniqueKey = (consumer: string, seq: bigint, receiver: string) => `${consumer}:${seq}:${receiver}`
+
+/** Builds the round of one consumer. */
+export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, R>) {
+  const sql = yield* SqlClient.SqlClient
+  const log = yield* EventLog
+  const jobs = yield* Jobs
+  const { name, batchSize } = options
+
+  const body = Effect.gen(function* () {
+    const cursor = yield* sql<{ lastSeq: bigint }>`
+      SELECT last_seq AS "lastSeq" FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED`
+    if (cursor[0] === undefined) return { _tag: "Locked" } as const
+    const last = cursor[0].lastSeq
+    // One more than a batch: tells whether more is waiting, and how old it is, for the gauges.
+    const { head, events: read } = yield* log.readWithHead(last, batchSize + 1)
+    const full = read.length > batchSize
+    const batch = full ? read.slice(0, batchSize) : read
+
+    const lost: Array<LostRange> = []
+    let expected = last + 1n
+    for (const event of batch) {
+      if (event.seq > expected) lost.push({ firstSeq: expected, lastSeq: event.seq - 1n })
+      expected = event.seq + 1n
+    }
+    // Gapless: anything up to the snapshot's head that the read did not return is gone.
+    if (!full && head.seq >= expected) {
+      lost.push({ firstSeq: expected, lastSeq: head.seq })
+      expected = head.seq + 1n
+    }
+    const toSeq = expected - 1n
+    if (toSeq === last) return { _tag: "CaughtUp", lastSeq: last } as const
+
+    for (const range of lost) yield* options.onLoss(range)
+    const wanted = batch.length > 0 ? yield* options.fanOut(batch as Arr.NonEmptyReadonlyArray<Event>) : []
+    const traceParents = new Map(batch.map((e) => [e.seq, e.traceParent]))
+    const inserted = yield* jobs.insert(
+      wanted.map((job) => ({
+        kind: job.kind,
+        args: job.args,
+        uniqueKey: uniqueKey(name, job.seq, job.receiver),
+        traceParent: traceParents.get(job.seq) ?? null,
+        ...(job.queue === undefined ? {} : { queue: job.queue }),
+        ...(job.priority === undefined ? {} : { priority: job.priority }),
+        ...(job.maxAttempts === undefined ? {} : { maxAttempts: job.maxAttempts }),
+        ...(job.scheduledAt === undefined ? {} : { scheduledAt: job.scheduledAt }),
+      })),
+    )
+    yield* sql`
+      UPDATE event_consumer_cursors SET last_seq = ${toSeq}, updated_at = clock_timestamp() WHERE name = ${name}`
+    return {
+      _tag: "Processed",
+      fromSeq: last + 1n,
+      toSeq,
+      events: batch.length,
+      jobs: inserted.inserted,
+      suppressed: inserted.suppressed,
+      lost,
+      full,
+      head,
+      nextOccurredAt: full ? read[batchSize]!.occurredAt : undefined,
+    } as const
+  })
+
+  return sql.withTransaction(body).pipe(Effect.withSpan("Consumer.round", { attributes: { consumer: name } }))
+})

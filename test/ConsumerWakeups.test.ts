@@ -1,0 +1,133 @@
+import { assert, layer } from "@effect/vitest"
+import { Clock, Context, type Duration, Effect, Fiber, Layer, Option, Queue } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
+import * as Consumer from "../src/Consumer.ts"
+import type { RoundOutcome } from "../src/ConsumerRound.ts"
+import { EventLog } from "../src/EventLog.ts"
+import { Jobs } from "../src/Jobs.ts"
+import { NotificationStream, type Wake } from "../src/NotificationStream.ts"
+import * as TestConsumer from "./support/TestConsumer.ts"
+import * as TestDatabase from "./support/TestDatabase.ts"
+
+const Live = Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(TestDatabase.layer()))
+
+type Seen = RoundOutcome | { readonly _tag: "Failed" }
+
+/** Starts a consumer in the current scope; its outcomes arrive on the returned queue. */
+const startConsumer = (name: string, pollInterval: Duration.Input) =>
+  Effect.gen(function* () {
+    yield* TestConsumer.register(name)
+    const outcomes = yield* Queue.unbounded<Seen>()
+    const context = yield* Layer.build(
+      Consumer.layer({
+        name,
+        batchSize: 50,
+        pollInterval,
+        onLoss: () => Effect.void,
+        fanOut: (events) => Effect.succeed(TestConsumer.fanOutJobs(events, 2)),
+        onRound: (o) => Queue.offer(outcomes, o).pipe(Effect.asVoid),
+      }),
+    )
+    return { outcomes, context }
+  })
+
+/** Takes outcomes until the consumer's cursor reaches `seq`. */
+const untilCursor = (outcomes: Queue.Dequeue<Seen>, seq: bigint) =>
+  Effect.gen(function* () {
+    const seen: Array<Seen> = []
+    for (;;) {
+      const o = yield* Queue.take(outcomes)
+      seen.push(o)
+      assert.notStrictEqual(o._tag, "Failed")
+      if (o._tag === "Processed" && o.toSeq >= seq) return seen
+    }
+  })
+
+/** A listener whose connection is up, with a probe subscription that sees its wake-ups. */
+const connectedStream = Effect.gen(function* () {
+  const context = yield* Layer.build(NotificationStream.layer())
+  const stream = Context.get(context, NotificationStream)
+  const wakes = yield* Queue.unbounded<Wake>()
+  yield* stream.subscribe("event_log", (w) => Queue.offer(wakes, w).pipe(Effect.asVoid))
+  while ((yield* Queue.take(wakes))._tag !== "Connected") {}
+  return { context, stream, wakes }
+})
+
+const appendSome = (n: number) =>
+  Effect.gen(function* () {
+    const log = yield* EventLog
+    const appended = yield* log.append(
+      Array.from({ length: n }, (_, i) => ({ space: "s", type: "t", actor: "a", payload: { i } })),
+    )
+    return appended.lastSeq
+  })
+
+layer(Live, { excludeTestServices: true })("Consumer wake-ups", (it) => {
+  it.effect("ConsumerWakesOnNotify: a committed append starts a round with no time passing", () =>
+    Effect.gen(function* () {
+      const { context } = yield* connectedStream
+      const before = yield* Clock.currentTimeMillis
+      const { outcomes } = yield* startConsumer("woken_by_notify", "1 hour").pipe(Effect.provide(context))
+      // The start-up round, then nothing until something is committed.
+      assert.strictEqual((yield* Queue.take(outcomes))._tag, "CaughtUp")
+      const start = yield* TestConsumer.cursor("woken_by_notify")
+      const last = yield* appendSome(7)
+      const seen = yield* untilCursor(outcomes, last)
+      assert.strictEqual(seen.at(-1)!._tag, "Processed")
+      assert.strictEqual(yield* Clock.currentTimeMillis, before, "no time advanced: the NOTIFY woke it")
+      yield* TestConsumer.assertExactlyOnce("woken_by_notify", start, last, 2)
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+
+  it.effect("ConsumerWakesOnPoll: with no NOTIFY reaching it, the poll interval gets the events processed", () =>
+    Effect.gen(function* () {
+      // A stream that never delivers anything, as when notifications are lost.
+      const silent = Layer.succeed(NotificationStream)({
+        subscribe: () => Effect.void,
+        backendPid: Effect.succeed(Option.none()),
+      })
+      const { outcomes } = yield* startConsumer("woken_by_poll", "5 seconds").pipe(Effect.provide(silent))
+      assert.strictEqual((yield* Queue.take(outcomes))._tag, "CaughtUp")
+      const start = yield* TestConsumer.cursor("woken_by_poll")
+      const last = yield* appendSome(5)
+      yield* TestClock.adjust("4 seconds")
+      assert.strictEqual(yield* TestConsumer.cursor("woken_by_poll"), start, "not before the interval")
+      yield* TestClock.adjust("1 second")
+      yield* untilCursor(outcomes, last)
+      yield* TestConsumer.assertExactlyOnce("woken_by_poll", start, last, 2)
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+
+  it.effect(
+    "ConsumerListenLossLosesNothing: the LISTEN backend is terminated mid-stream; every event is processed long before the poll",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const { context, stream, wakes } = yield* connectedStream
+        const { outcomes } = yield* startConsumer("listen_loss", "1 hour").pipe(Effect.provide(context))
+        assert.strictEqual((yield* Queue.take(outcomes))._tag, "CaughtUp")
+        const start = yield* TestConsumer.cursor("listen_loss")
+        const firstPid = Option.getOrThrow(yield* stream.backendPid)
+
+        const appendFor = (rounds: number) =>
+          Effect.forEach(Array.from({ length: rounds }), () => appendSome(3).pipe(Effect.delay("2 millis")), {
+            discard: true,
+          })
+        const producer = yield* Effect.forkChild(
+          Effect.gen(function* () {
+            yield* appendFor(30)
+            yield* sql`SELECT pg_terminate_backend(${firstPid})`
+            yield* appendFor(30)
+          }),
+        )
+        yield* Fiber.join(producer)
+        const head = (yield* (yield* EventLog).head).seq
+        // Reconnected (a Connected wake came after the loss) on a new backend.
+        while ((yield* Queue.take(wakes))._tag !== "Connected") {}
+        assert.notStrictEqual(Option.getOrThrow(yield* stream.backendPid), firstPid)
+        yield* untilCursor(outcomes, head).pipe(Effect.timeout("30 seconds"))
+        yield* TestConsumer.assertExactlyOnce("listen_loss", start, head, 2)
+      }).pipe(Effect.scoped),
+  )
+})
