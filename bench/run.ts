@@ -1,0 +1,71 @@
+/**
+ * `npm run bench -- <name>` runs the benchmark in `bench/<name>.ts` (see `Benchmark.ts`) against a
+ * fresh durable embedded PostgreSQL, prints its table and writes `bench/results/<name>.json`.
+ * Without a name it lists the benchmarks. Ctrl-C interrupts the run; the server still stops.
+ *
+ * Benchmarks are not part of `npm test`: they take minutes and their figures depend on the machine.
+ */
+import { readdirSync } from "node:fs"
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Schema } from "effect"
+import { isBenchmark } from "./Benchmark.ts"
+import { BenchServer } from "./BenchServer.ts"
+import * as Conditions from "./Conditions.ts"
+import * as Report from "./Report.ts"
+
+export class UnknownBenchmark extends Schema.TaggedError<UnknownBenchmark>()("UnknownBenchmark", {
+  name: Schema.String,
+  available: Schema.Array(Schema.String),
+}) {
+  override get message() {
+    return `no benchmark "${this.name}" (bench/${this.name}.ts); available: ${this.available.join(", ")}`
+  }
+}
+
+// Lowercase modules are benchmarks; PascalCase ones are plumbing, and this file is the runner.
+const available = readdirSync(import.meta.dirname)
+  .filter((file) => /^[a-z][a-z0-9-]*\.ts$/.test(file) && file !== "run.ts")
+  .map((file) => file.slice(0, -".ts".length))
+  .sort()
+
+const load = (name: string) =>
+  Effect.promise(() => import(`./${name}.ts`)).pipe(
+    Effect.flatMap((module: { readonly default?: unknown }) =>
+      isBenchmark(module.default)
+        ? Effect.succeed(module.default)
+        : Effect.die(`bench/${name}.ts must default-export a Benchmark (see bench/Benchmark.ts)`),
+    ),
+  )
+
+const list = Effect.forEach(available, (name) =>
+  Effect.map(load(name), (bench) => `  ${name.padEnd(12)} ${bench.description}`),
+).pipe(Effect.flatMap((lines) => Console.log(["usage: npm run bench -- <name>", ...lines].join("\n"))))
+
+const runOne = (name: string) =>
+  Effect.gen(function* () {
+    if (!available.includes(name)) return yield* new UnknownBenchmark({ name, available })
+    const bench = yield* load(name)
+    const date = new Date()
+    const atStart = Conditions.machine()
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        const server = yield* BenchServer
+        const storage = yield* Conditions.storage(server.folder)
+        yield* Console.log(
+          `${name}: PostgreSQL ${server.settings.server_version} on port ${server.port}, fsync=${server.settings.fsync}, ` +
+            `synchronous_commit=${server.settings.synchronous_commit}; fdatasync ${storage.fdatasyncMs.median} ms (median)`,
+        )
+        const report = yield* bench.run
+        yield* Report.print(report.table)
+        const machine = { atStart, atEnd: Conditions.machine() }
+        const file = yield* Report.write({ name, date, machine, storage, settings: server.settings, report })
+        yield* Console.log(`results: ${file}`)
+        for (const t of report.targets) {
+          yield* Console.log(`target ${t.met ? "met" : "NOT met"}: ${t.name} (value ${t.value.toFixed(2)})`)
+        }
+      }).pipe(Effect.provide(BenchServer.layer)),
+    )
+  })
+
+const name = process.argv[2]
+NodeRuntime.runMain(name === undefined ? list : runOne(name))
