@@ -6,3 +6,35 @@ export const insertSuppressed = Metric.counter("bothy.jobs.insert.suppressed", {
   description: "job inserts that were no-ops because the unique key already existed",
   incremental: true,
 })
+
+const attempts = (name: string, description: string) => Metric.counter(name, { description, incremental: true })
+
+/** By `kind`. */
+export const claimed = attempts("bothy.jobs.claimed", "jobs claimed by this worker")
+export const completed = attempts("bothy.jobs.completed", "jobs that succeeded")
+export const retried = attempts("bothy.jobs.retried", "failed attempts that will be retried")
+export const discarded = attempts("bothy.jobs.discarded", "jobs given up: attempts used up, or args that do not decode")
+export const cancelled = attempts("bothy.jobs.cancelled", "jobs that asked never to run again")
+export const snoozed = attempts("bothy.jobs.snoozed", "jobs put off without spending an attempt")
+export const stale = attempts(
+  "bothy.jobs.stale_outcomes",
+  "outcomes ignored because the job was no longer this attempt's",
+)
+export const rescued = attempts("bothy.jobs.rescued", "running jobs of workers whose lease expired, put back")
+
+/** Runnable jobs per `queue`, sampled. */
+export const queueDepth = Metric.gauge("bothy.jobs.queue_depth", { description: "runnable jobs per queue" })
+
+const latencyBoundaries = Metric.exponentialBoundaries({ start: 0.5, factor: 2, count: 20 })
+
+/** Milliseconds from insert to the start of the first attempt, by `kind`. */
+export const insertToStart = Metric.histogram("bothy.jobs.insert_to_start_ms", {
+  description: "milliseconds from a job's insert to the start of its first attempt",
+  boundaries: latencyBoundaries,
+})
+
+/** Milliseconds an attempt ran, by `kind`. */
+export const startToFinish = Metric.histogram("bothy.jobs.start_to_finish_ms", {
+  description: "milliseconds from the start of an attempt to its outcome",
+  boundaries: latencyBoundaries,
+})

@@ -11,11 +11,13 @@ import { Migrator } from "effect/sql"
 import eventLog from "../migrations/0001_event_log.ts"
 import eventConsumerCursors from "../migrations/0002_event_consumer_cursors.ts"
 import jobs from "../migrations/0003_jobs.ts"
+import jobWorkers from "../migrations/0004_job_workers.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
   "0002_event_consumer_cursors": eventConsumerCursors,
   "0003_jobs": jobs,
+  "0004_job_workers": jobWorkers,
 } as const
 
 /** The table in which the migrator records applied migrations. */

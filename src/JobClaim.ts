@@ -1,0 +1,39 @@
+/**
+ * Claiming runnable jobs of one queue, in one statement: the next `limit` rows in (priority,
+ * scheduled time, id) order over the partial index of runnable rows, skipping rows another worker
+ * holds, turned `running` with their attempt counted and the claiming worker recorded.
+ *
+ * `now` comes from the caller's `Clock` rather than the database's, so that tests drive retries and
+ * scheduled jobs with `TestClock`.
+ */
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+
+export interface ClaimedJob {
+  readonly id: bigint
+  readonly kind: string
+  readonly queue: string
+  readonly args: unknown
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly createdAt: Date
+  readonly attemptedAt: Date
+  readonly traceParent: string | null
+}
+
+export const claim = Effect.fnUntraced(function* (queue: string, limit: number, worker: string, now: Date) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<ClaimedJob>`
+    WITH next AS (
+      SELECT id FROM jobs
+      WHERE queue = ${queue} AND state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= ${now}
+      ORDER BY priority, scheduled_at, id
+      LIMIT ${limit}
+      FOR UPDATE SKIP LOCKED
+    )
+    UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, attempted_at = clock_timestamp(),
+                    attempted_by = ${worker}
+    FROM next WHERE jobs.id = next.id
+    RETURNING jobs.id, jobs.kind, jobs.queue, jobs.args, jobs.attempt, jobs.max_attempts AS "maxAttempts",
+              jobs.created_at AS "createdAt", jobs.attempted_at AS "attemptedAt", jobs.trace_parent AS "traceParent"`
+})

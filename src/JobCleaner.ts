@@ -1,0 +1,25 @@
+/**
+ * Removes finished jobs after their retention, in bounded batches so that a large backlog never
+ * becomes one long transaction. Completed jobs go quickly (the history that matters lives in the
+ * delivery tables); cancelled and discarded ones stay longer for inspection.
+ */
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+
+export const clean = Effect.fnUntraced(function* (completedMillis: number, deadMillis: number, batch = 10_000) {
+  const sql = yield* SqlClient.SqlClient
+  let removed = 0
+  for (;;) {
+    const [row] = yield* sql<{ n: number }>`
+      WITH doomed AS (
+        SELECT id FROM jobs
+        WHERE (state = 'completed' AND finalized_at < clock_timestamp() - ${`${completedMillis} milliseconds`}::interval)
+           OR (state IN ('cancelled', 'discarded')
+               AND finalized_at < clock_timestamp() - ${`${deadMillis} milliseconds`}::interval)
+        LIMIT ${batch}
+      ), gone AS (DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id RETURNING 1)
+      SELECT count(*)::int AS n FROM gone`
+    removed += row!.n
+    if (row!.n < batch) return removed
+  }
+})

@@ -1,0 +1,44 @@
+/**
+ * A job kind: its name, the `Schema` its args must decode with, and the effect that runs it.
+ *
+ * What a run's outcome means:
+ * - success: the job is completed.
+ * - `JobCancel`: it must never run again (e.g. "permission revoked"): cancelled, with the reason.
+ * - `JobSnooze`: run again after a delay without spending an attempt (e.g. `Retry-After`).
+ * - any other failure, a defect, or the per-job timeout: retried with backoff, discarded after
+ *   `maxAttempts`. Every attempt's error is kept on the row.
+ * - args that do not decode: discarded at once, never retried (retrying cannot fix them).
+ */
+import type { Duration, Effect } from "effect"
+import { Schema } from "effect"
+
+export class JobCancel extends Schema.TaggedError<JobCancel>()("JobCancel", { reason: Schema.String }) {
+  override get message() {
+    return `cancelled: ${this.reason}`
+  }
+}
+
+export class JobSnooze extends Schema.TaggedError<JobSnooze>()("JobSnooze", { delay: Schema.Duration }) {}
+
+/** What a running job knows about itself. */
+export interface JobInfo {
+  readonly id: bigint
+  readonly kind: string
+  readonly queue: string
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly createdAt: Date
+}
+
+export interface JobKind<A = unknown, E = unknown, R = never> {
+  readonly kind: string
+  readonly args: Schema.Decoder<A>
+  readonly run: (args: A, job: JobInfo) => Effect.Effect<void, E | JobCancel | JobSnooze, R>
+  /** Interrupts a run that takes longer (counts as a failed attempt). Default 5 minutes. */
+  readonly timeout?: Duration.Input
+  /** Delay before retry `attempt + 1` after attempt `attempt` failed. Default: `JobBackoff.exponential`. */
+  readonly retryDelay?: (attempt: number) => Duration.Duration
+}
+
+/** Defines a job kind; the type parameters follow from the schema and the run function. */
+export const make = <A, E, R>(kind: JobKind<A, E, R>): JobKind<A, E, R> => kind

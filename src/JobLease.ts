@@ -1,0 +1,47 @@
+/**
+ * Rescue by heartbeat. Every worker process keeps a `job_workers` row whose `expires_at` it pushes
+ * forward every third of the lease; the jobs still `running` under a worker whose lease expired (or
+ * whose row is gone) go back to `retryable`, or to `discarded` when that was their last attempt.
+ * With a lease of seconds, a killed worker's jobs run again within seconds, not hours.
+ *
+ * Leases are database time (`clock_timestamp()`), so workers on skewed clocks agree.
+ */
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+
+/** Creates or extends this worker's lease by `leaseMillis`. */
+export const renew = Effect.fnUntraced(function* (worker: string, leaseMillis: number) {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    INSERT INTO job_workers (id, expires_at) VALUES (${worker}, clock_timestamp() + ${`${leaseMillis} milliseconds`}::interval)
+    ON CONFLICT (id) DO UPDATE SET heartbeat_at = clock_timestamp(), expires_at = excluded.expires_at`
+})
+
+export const release = Effect.fnUntraced(function* (worker: string) {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`DELETE FROM job_workers WHERE id = ${worker}`
+})
+
+/** Returns the rescued jobs' ids. */
+export const rescue = Effect.fnUntraced(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const rescued = yield* sql<{ id: bigint; state: string }>`
+    WITH lost AS (
+      SELECT j.id FROM jobs AS j
+      WHERE j.state = 'running'
+        AND NOT EXISTS (
+          SELECT 1 FROM job_workers AS w WHERE w.id = j.attempted_by AND w.expires_at > clock_timestamp())
+      FOR UPDATE OF j SKIP LOCKED
+    )
+    UPDATE jobs SET
+      state = CASE WHEN jobs.attempt >= jobs.max_attempts THEN 'discarded' ELSE 'retryable' END::job_state,
+      finalized_at = CASE WHEN jobs.attempt >= jobs.max_attempts THEN clock_timestamp() END,
+      scheduled_at = clock_timestamp(),
+      errors = jobs.errors || jsonb_build_array(jsonb_build_object(
+        'attempt', jobs.attempt, 'at', clock_timestamp(), 'kind', 'rescued',
+        'message', 'the lease of worker ' || coalesce(jobs.attempted_by, '?') || ' expired while it ran this job'))
+    FROM lost WHERE jobs.id = lost.id
+    RETURNING jobs.id, jobs.state::text AS state`
+  yield* sql`DELETE FROM job_workers WHERE expires_at < clock_timestamp() - interval '1 hour'`
+  return rescued
+})

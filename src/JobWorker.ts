@@ -1,0 +1,331 @@
+/**
+ * The job runtime: claims jobs in batches, runs each as a fiber under a per-queue concurrency
+ * limit, and records outcomes in batches, every change after a claim compare-and-set.
+ *
+ *   per queue: wake (NOTIFY on `jobs` with the queue's name, reconnect, poll, a freed slot after a
+ *   full fetch) -> claim up to the free slots -> fork each job -> outcome -> completer
+ *   completer: takes whatever outcomes are waiting (one or a thousand) -> one UPDATE -> repeat
+ *   heartbeat: renews this worker's lease; rescuer: puts back jobs of workers whose lease expired
+ *
+ * Wake-ups coalesce in a one-slot queue: the first notification starts a fetch at once, and any
+ * number arriving during it cause exactly one more; there is no fixed cooldown.
+ *
+ * Shutdown (the layer's scope closing, e.g. on SIGTERM): stop claiming, let running jobs finish
+ * up to `shutdownTimeout`, interrupt the rest and put them back without spending their attempt,
+ * record every outcome, release the lease.
+ *
+ * Scheduling uses the worker's `Clock` (retry and snooze times, and "due" when claiming), so
+ * `TestClock` drives backoff in tests; set it to the wall-clock time first, since rows inserted
+ * without a time are due at the database's `now()`.
+ */
+import { randomUUID } from "node:crypto"
+import { hostname } from "node:os"
+import {
+  Cause,
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Exit,
+  Fiber,
+  FiberSet,
+  Layer,
+  Metric,
+  Option,
+  Queue,
+  Schedule,
+  Schema,
+  Tracer,
+} from "effect"
+import { SqlClient } from "effect/sql"
+import * as JobBackoff from "./JobBackoff.ts"
+import { type ClaimedJob, claim } from "./JobClaim.ts"
+import * as JobCleaner from "./JobCleaner.ts"
+import { type AttemptError, type Finished, finalize, type Outcome } from "./JobFinalize.ts"
+import { JobCancel, type JobInfo, type JobKind, JobSnooze } from "./JobKind.ts"
+import * as JobLease from "./JobLease.ts"
+import * as JobMetrics from "./JobMetrics.ts"
+import { NotificationStream } from "./NotificationStream.ts"
+
+export interface JobWorkerOptions<R> {
+  // biome-ignore lint/suspicious/noExplicitAny: kinds differ in their args and errors
+  readonly kinds: ReadonlyArray<JobKind<any, any, R>>
+  /** Queues this worker serves and their concurrency. Default `{ default: { concurrency: 10 } }`. */
+  readonly queues?: Readonly<Record<string, { readonly concurrency: number }>>
+  /** Fetch without a notification this often (scheduled and retried jobs become due). Default 1 s. */
+  readonly pollInterval?: Duration.Input
+  /** How long this worker's jobs survive its silence before they are rescued. Default 10 s. */
+  readonly lease?: Duration.Input
+  /** How long shutdown lets running jobs finish before interrupting them. Default 10 s. */
+  readonly shutdownTimeout?: Duration.Input
+  readonly completedRetention?: Duration.Input
+  readonly deadRetention?: Duration.Input
+  readonly workerId?: string
+  /** Observes each recorded batch of outcomes, `applied` false where the job was no longer ours. */
+  readonly onFinalized?: (batch: ReadonlyArray<Finished & { readonly applied: boolean }>) => Effect.Effect<void>
+}
+
+export class JobWorker extends Context.Service<
+  JobWorker,
+  {
+    readonly id: string
+    /** Jobs running in this worker now. */
+    readonly running: Effect.Effect<number>
+  }
+>()("bothy/JobWorker") {}
+
+const defaultTimeout = Duration.minutes(5)
+
+const traceParentSpan = (traceParent: string | null) => {
+  const parts = traceParent?.split("-")
+  return parts?.length === 4
+    ? Option.some(Tracer.externalSpan({ traceId: parts[1]!, spanId: parts[2]!, sampled: parts[3] === "01" }))
+    : Option.none()
+}
+
+export const layer = <R>(options: JobWorkerOptions<R>) =>
+  Layer.effect(
+    JobWorker,
+    Effect.gen(function* () {
+      const notifications = yield* NotificationStream
+      const sql = yield* SqlClient.SqlClient
+      const id = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`
+      const leaseMillis = Duration.toMillis(options.lease ?? Duration.seconds(10))
+      const pollInterval = options.pollInterval ?? Duration.seconds(1)
+      const queues = Object.entries(options.queues ?? { default: { concurrency: 10 } })
+      const kinds = new Map(options.kinds.map((k) => [k.kind, k]))
+      const defaultDelay = JobBackoff.exponential()
+
+      yield* JobLease.renew(id, leaseMillis)
+
+      // Completer: every outcome waiting when it is free goes out in one statement.
+      const finished = yield* Queue.unbounded<Finished, Cause.Done>()
+      const completer = yield* Effect.gen(function* () {
+        for (;;) {
+          const batch = yield* Queue.takeBetween(finished, 1, 1000)
+          const applied = yield* finalize(batch).pipe(
+            Effect.retry(Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])),
+          )
+          const stale = batch.length - applied.size
+          if (stale > 0) yield* Metric.update(JobMetrics.stale, stale)
+          if (options.onFinalized) yield* options.onFinalized(batch.map((f) => ({ ...f, applied: applied.has(f.id) })))
+        }
+      }).pipe(
+        Effect.catchIf(Cause.isDone, () => Effect.void),
+        Effect.forkScoped,
+      )
+
+      const errorOf = (job: ClaimedJob, kind: AttemptError["kind"], message: string, now: number): AttemptError => ({
+        attempt: job.attempt,
+        at: new Date(now).toISOString(),
+        kind,
+        message,
+      })
+
+      const retryOrDiscard = (
+        job: ClaimedJob,
+        error: AttemptError,
+        now: number,
+        kind: { readonly retryDelay?: (attempt: number) => Duration.Duration } | undefined,
+      ): Outcome =>
+        job.attempt >= job.maxAttempts
+          ? { _tag: "Discarded", error }
+          : {
+              _tag: "Retry",
+              at: new Date(now + Duration.toMillis((kind?.retryDelay ?? defaultDelay)(job.attempt))),
+              error,
+            }
+
+      const outcomeOf = (
+        job: ClaimedJob,
+        kind: { readonly retryDelay?: (attempt: number) => Duration.Duration },
+        exit: Exit.Exit<void, unknown>,
+        now: number,
+      ): Outcome => {
+        if (Exit.isSuccess(exit)) return { _tag: "Completed" }
+        const failure = Cause.findErrorOption(exit.cause)
+        if (Option.isSome(failure)) {
+          const e = failure.value
+          if (e instanceof JobCancel) return { _tag: "Cancelled", error: errorOf(job, "cancelled", e.reason, now) }
+          if (e instanceof JobSnooze) return { _tag: "Snooze", at: new Date(now + Duration.toMillis(e.delay)) }
+          if (Cause.isTimeoutError(e)) {
+            return retryOrDiscard(job, errorOf(job, "timeout", "the attempt exceeded its timeout", now), now, kind)
+          }
+          const message = e instanceof Error ? e.message : String(e)
+          return retryOrDiscard(job, errorOf(job, "failure", message, now), now, kind)
+        }
+        return retryOrDiscard(job, errorOf(job, "defect", Cause.pretty(exit.cause), now), now, kind)
+      }
+
+      const count = (metric: typeof JobMetrics.claimed, kind: string) =>
+        Metric.update(Metric.withAttributes(metric, { kind }), 1)
+
+      const metricOf: Record<Outcome["_tag"], typeof JobMetrics.claimed | undefined> = {
+        Completed: JobMetrics.completed,
+        Cancelled: JobMetrics.cancelled,
+        Discarded: JobMetrics.discarded,
+        Retry: JobMetrics.retried,
+        Snooze: JobMetrics.snoozed,
+        Release: undefined,
+      }
+
+      const runJob = (job: ClaimedJob) =>
+        Effect.gen(function* () {
+          yield* count(JobMetrics.claimed, job.kind)
+          if (job.attempt === 1) {
+            yield* Metric.update(
+              Metric.withAttributes(JobMetrics.insertToStart, { kind: job.kind }),
+              job.attemptedAt.getTime() - job.createdAt.getTime(),
+            )
+          }
+          const started = yield* Clock.currentTimeMillis
+          const kind = kinds.get(job.kind)
+          let outcome: Outcome
+          if (kind === undefined) {
+            const error = errorOf(job, "unknown_kind", `no worker here runs kind "${job.kind}"`, started)
+            outcome = retryOrDiscard(job, error, started, undefined)
+          } else {
+            const args = Schema.decodeUnknownExit(kind.args)(job.args)
+            if (Exit.isFailure(args)) {
+              const message = `args do not decode: ${Cause.pretty(args.cause)}`
+              outcome = { _tag: "Discarded", error: errorOf(job, "bad_args", message, started) }
+            } else {
+              const info: JobInfo = {
+                id: job.id,
+                kind: job.kind,
+                queue: job.queue,
+                attempt: job.attempt,
+                maxAttempts: job.maxAttempts,
+                createdAt: job.createdAt,
+              }
+              const parent = traceParentSpan(job.traceParent)
+              const exit = yield* kind.run(args.value, info).pipe(
+                Effect.timeout(kind.timeout ?? defaultTimeout),
+                Effect.withSpan("Job.run", {
+                  attributes: { "job.kind": job.kind, "job.id": String(job.id), "job.attempt": job.attempt },
+                  ...(Option.isSome(parent) ? { parent: parent.value } : {}),
+                }),
+                Effect.exit,
+              )
+              outcome = outcomeOf(job, kind, exit, yield* Clock.currentTimeMillis)
+            }
+          }
+          const ended = yield* Clock.currentTimeMillis
+          yield* Metric.update(Metric.withAttributes(JobMetrics.startToFinish, { kind: job.kind }), ended - started)
+          const metric = metricOf[outcome._tag]
+          if (metric !== undefined) yield* count(metric, job.kind)
+          yield* Queue.offer(finished, { id: job.id, attempt: job.attempt, outcome })
+        }).pipe(
+          // Shutdown interrupted it: put it back for another worker, its attempt not spent.
+          Effect.onInterrupt(() =>
+            Effect.flatMap(Clock.currentTimeMillis, (now) =>
+              Queue.offer(finished, {
+                id: job.id,
+                attempt: job.attempt,
+                outcome: {
+                  _tag: "Release",
+                  at: new Date(now),
+                  error: errorOf(job, "interrupted", "the worker shut down while the job ran", now),
+                },
+              }),
+            ),
+          ),
+        )
+
+      const producer = (queue: string, concurrency: number) =>
+        Effect.gen(function* () {
+          const jobs = yield* FiberSet.make()
+          const wake = yield* Queue.sliding<void>(1)
+          const poke = Queue.offer(wake, undefined).pipe(Effect.asVoid)
+          let running = 0
+          let mayHaveMore = true
+          const freed = Effect.suspend(() => {
+            running--
+            return mayHaveMore ? poke : Effect.void
+          })
+          const fetch = Effect.gen(function* () {
+            for (;;) {
+              const free = concurrency - running
+              if (free <= 0) return
+              const now = new Date(yield* Clock.currentTimeMillis)
+              const claimed = yield* claim(queue, free, id, now)
+              mayHaveMore = claimed.length === free
+              running += claimed.length
+              for (const job of claimed) yield* FiberSet.run(jobs, Effect.ensuring(runJob(job), freed))
+              if (!mayHaveMore) return
+            }
+          })
+          yield* notifications.subscribe("jobs", (w) =>
+            w._tag === "Connected" || w.payload === queue ? poke : Effect.void,
+          )
+          const fetcher = yield* Queue.take(wake).pipe(
+            Effect.andThen(fetch),
+            Effect.catchCause((cause) => Effect.logError(`jobs: fetching from queue ${queue} failed`, cause)),
+            Effect.forever,
+            Effect.forkScoped,
+          )
+          const poller = yield* poke.pipe(Effect.delay(pollInterval), Effect.forever, Effect.forkScoped)
+          yield* poke
+          return {
+            jobs,
+            stop: Effect.andThen(Fiber.interrupt(fetcher), Fiber.interrupt(poller)),
+            running: () => running,
+          }
+        })
+
+      const producers = yield* Effect.forEach(queues, ([queue, { concurrency }]) => producer(queue, concurrency))
+
+      const background = yield* Effect.all(
+        [
+          JobLease.renew(id, leaseMillis).pipe(
+            Effect.catchCause((cause) => Effect.logWarning("jobs: lease renewal failed", cause)),
+            Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 3))),
+          ),
+          Effect.gen(function* () {
+            const rescued = yield* JobLease.rescue()
+            if (rescued.length > 0) {
+              yield* Metric.update(JobMetrics.rescued, rescued.length)
+              yield* Effect.logWarning(`jobs: rescued ${rescued.length} jobs of workers whose lease expired`)
+            }
+            const depths = yield* sql<{ queue: string; n: number }>`
+              SELECT queue, count(*)::int AS n FROM jobs
+              WHERE state IN ('available', 'scheduled', 'retryable') GROUP BY queue`
+            for (const { queue, n } of depths) {
+              yield* Metric.update(Metric.withAttributes(JobMetrics.queueDepth, { queue }), n)
+            }
+          }).pipe(
+            Effect.catchCause((cause) => Effect.logWarning("jobs: rescue failed", cause)),
+            Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 2))),
+          ),
+          JobCleaner.clean(
+            Duration.toMillis(options.completedRetention ?? Duration.hours(1)),
+            Duration.toMillis(options.deadRetention ?? Duration.days(7)),
+          ).pipe(
+            Effect.catchCause((cause) => Effect.logWarning("jobs: cleaner failed", cause)),
+            Effect.repeat(Schedule.spaced(Duration.minutes(1))),
+          ),
+        ].map((task) => Effect.forkScoped(task)),
+      )
+
+      // Registered last, so it runs first when the scope closes, before the fibers above stop.
+      yield* Effect.addFinalizer(() =>
+        Effect.gen(function* () {
+          yield* Effect.forEach(producers, (p) => p.stop, { discard: true })
+          yield* Effect.forEach(producers, (p) => FiberSet.awaitEmpty(p.jobs), { discard: true }).pipe(
+            Effect.timeout(options.shutdownTimeout ?? Duration.seconds(10)),
+            Effect.ignore,
+          )
+          yield* Effect.forEach(producers, (p) => FiberSet.clear(p.jobs), { discard: true })
+          yield* Queue.end(finished)
+          yield* Fiber.join(completer).pipe(Effect.ignore)
+          yield* Effect.forEach(background, Fiber.interrupt, { discard: true })
+          yield* JobLease.release(id).pipe(Effect.ignore)
+        }),
+      )
+
+      return JobWorker.of({
+        id,
+        running: Effect.sync(() => producers.reduce((n, p) => n + p.running(), 0)),
+      })
+    }),
+  )

@@ -1,0 +1,227 @@
+import { assert, layer } from "@effect/vitest"
+import { Clock, Context, Duration, Effect, Layer, Queue, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
+import * as JobBackoff from "../src/JobBackoff.ts"
+import { claim } from "../src/JobClaim.ts"
+import { type Finished, finalize } from "../src/JobFinalize.ts"
+import * as JobKind from "../src/JobKind.ts"
+import * as JobLease from "../src/JobLease.ts"
+import { Jobs } from "../src/Jobs.ts"
+import * as JobWorker from "../src/JobWorker.ts"
+import { NotificationStream } from "../src/NotificationStream.ts"
+import * as TestDatabase from "./support/TestDatabase.ts"
+
+const Live = Layer.mergeAll(Jobs.layer, NotificationStream.layer()).pipe(Layer.provideMerge(TestDatabase.layer()))
+
+interface Row {
+  readonly state: string
+  readonly attempt: number
+  readonly maxAttempts: number
+  readonly scheduledAt: Date
+  readonly finalizedAt: Date | null
+  readonly errors: ReadonlyArray<{ readonly attempt: number; readonly kind: string; readonly message: string }>
+}
+
+const row = (kind: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<Row>`
+      SELECT state::text, attempt, max_attempts AS "maxAttempts", scheduled_at AS "scheduledAt",
+             finalized_at AS "finalizedAt", errors
+      FROM jobs WHERE kind = ${kind}`,
+  ).pipe(Effect.map((rows) => rows[0]!))
+
+type Batch = ReadonlyArray<Finished & { readonly applied: boolean }>
+
+/** Starts a worker in the current scope; every recorded batch of outcomes arrives on the queue. */
+const startWorker = (kinds: JobWorker.JobWorkerOptions<never>["kinds"], queue: string) =>
+  Effect.gen(function* () {
+    const finalized = yield* Queue.unbounded<Batch>()
+    const context = yield* Layer.build(
+      JobWorker.layer({
+        kinds,
+        queues: { [queue]: { concurrency: 4 } },
+        onFinalized: (batch) => Queue.offer(finalized, batch).pipe(Effect.asVoid),
+      }),
+    )
+    return { finalized, worker: Context.get(context, JobWorker.JobWorker) }
+  })
+
+const nextOutcome = (finalized: Queue.Dequeue<Batch>) =>
+  Effect.map(Queue.take(finalized), (batch) => {
+    assert.strictEqual(batch.length, 1)
+    assert.isTrue(batch[0]!.applied)
+    return batch[0]!.outcome
+  })
+
+layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
+  it.effect("JobsRetryBackoffWithTestClock: retried on schedule by TestClock, discarded after max_attempts", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.now())
+      const jobs = yield* Jobs
+      const ran = yield* Queue.unbounded<{ attempt: number; at: number }>()
+      const failing = JobKind.make({
+        kind: "always.fails",
+        args: Schema.Struct({}),
+        retryDelay: JobBackoff.exponential({ base: "10 seconds", factor: 2, cap: "1 hour", jitter: 0 }),
+        run: (_, job) =>
+          Effect.gen(function* () {
+            yield* Queue.offer(ran, { attempt: job.attempt, at: yield* Clock.currentTimeMillis })
+            return yield* Effect.fail(`attempt ${job.attempt} failed`)
+          }),
+      })
+      const t0 = yield* Clock.currentTimeMillis
+      yield* jobs.insert([
+        { kind: "always.fails", queue: "backoff", args: {}, maxAttempts: 4, scheduledAt: new Date(t0) },
+      ])
+      const { finalized } = yield* startWorker([failing], "backoff")
+
+      assert.strictEqual((yield* Queue.take(ran)).attempt, 1)
+      const first = yield* nextOutcome(finalized)
+      assert.strictEqual(first._tag, "Retry")
+      let r = yield* row("always.fails")
+      assert.strictEqual(r.state, "retryable")
+      assert.strictEqual(r.scheduledAt.getTime(), t0 + 10_000)
+
+      let expectedAt = t0
+      for (const [attempt, delay] of [
+        [2, 10_000],
+        [3, 20_000],
+        [4, 40_000],
+      ] as const) {
+        expectedAt += delay
+        yield* TestClock.adjust(Duration.millis(delay - 1000))
+        assert.strictEqual(yield* Queue.size(ran), 0, `attempt ${attempt} not before its time`)
+        yield* TestClock.adjust("1 second")
+        const next = yield* Queue.take(ran)
+        assert.strictEqual(next.attempt, attempt)
+        assert.isAtLeast(next.at, expectedAt)
+        const outcome = yield* nextOutcome(finalized)
+        assert.strictEqual(outcome._tag, attempt < 4 ? "Retry" : "Discarded")
+      }
+      r = yield* row("always.fails")
+      assert.strictEqual(r.state, "discarded")
+      assert.isNotNull(r.finalizedAt)
+      assert.deepStrictEqual(
+        r.errors.map((e) => [e.attempt, e.kind, e.message]),
+        [1, 2, 3, 4].map((n) => [n, "failure", `attempt ${n} failed`]),
+      )
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+
+  it.effect("JobsCancelIsDeadWithReason: a cancelled job is dead with its reason and never runs again", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const kind = JobKind.make({
+        kind: "revoked",
+        args: Schema.Struct({}),
+        run: () => Effect.fail(new JobKind.JobCancel({ reason: "permission revoked" })),
+      })
+      yield* jobs.insert([{ kind: "revoked", queue: "cancel", args: {}, maxAttempts: 5 }])
+      const { finalized } = yield* startWorker([kind], "cancel")
+      assert.strictEqual((yield* nextOutcome(finalized))._tag, "Cancelled")
+      const r = yield* row("revoked")
+      assert.strictEqual(r.state, "cancelled")
+      assert.strictEqual(r.attempt, 1, "no retry although attempts were left")
+      assert.isNotNull(r.finalizedAt)
+      assert.deepStrictEqual(
+        r.errors.map((e) => [e.kind, e.message]),
+        [["cancelled", "permission revoked"]],
+      )
+    }).pipe(Effect.scoped),
+  )
+
+  it.effect("JobsSnoozeKeepsAttempt: a snoozed job runs again later without spending an attempt", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(Date.now())
+      const jobs = yield* Jobs
+      const ran = yield* Queue.unbounded<number>()
+      const kind = JobKind.make({
+        kind: "snoozer",
+        args: Schema.Struct({}),
+        run: (_, job) =>
+          Effect.gen(function* () {
+            yield* Queue.offer(ran, job.attempt)
+            if (job.attempt === 1) return yield* new JobKind.JobSnooze({ delay: Duration.seconds(30) })
+          }),
+      })
+      const t0 = yield* Clock.currentTimeMillis
+      yield* jobs.insert([{ kind: "snoozer", queue: "snooze", args: {}, maxAttempts: 3, scheduledAt: new Date(t0) }])
+      const { finalized } = yield* startWorker([kind], "snooze")
+      assert.strictEqual(yield* Queue.take(ran), 1)
+      assert.strictEqual((yield* nextOutcome(finalized))._tag, "Snooze")
+      const snoozed = yield* row("snoozer")
+      assert.strictEqual(snoozed.state, "scheduled")
+      assert.strictEqual(snoozed.scheduledAt.getTime(), t0 + 30_000)
+      assert.strictEqual(snoozed.maxAttempts - snoozed.attempt, 3, "as many attempts left as before it ran")
+      assert.deepStrictEqual(snoozed.errors, [], "a snooze is not an error")
+      yield* TestClock.adjust("29 seconds")
+      assert.strictEqual(yield* Queue.size(ran), 0)
+      yield* TestClock.adjust("1 second")
+      yield* Queue.take(ran)
+      assert.strictEqual((yield* nextOutcome(finalized))._tag, "Completed")
+      assert.strictEqual((yield* row("snoozer")).state, "completed")
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+
+  it.effect("JobsBadArgsDiscarded: args that do not decode discard the job at once, with the error", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const ran = yield* Queue.unbounded<number>()
+      const kind = JobKind.make({
+        kind: "typed",
+        args: Schema.Struct({ n: Schema.Number }),
+        run: ({ n }) => Queue.offer(ran, n).pipe(Effect.asVoid),
+      })
+      yield* jobs.insert([{ kind: "typed", queue: "badargs", args: { n: "not a number" }, maxAttempts: 25 }])
+      const { finalized } = yield* startWorker([kind], "badargs")
+      assert.strictEqual((yield* nextOutcome(finalized))._tag, "Discarded")
+      const r = yield* row("typed")
+      assert.strictEqual(r.state, "discarded")
+      assert.strictEqual(r.attempt, 1, "never retried")
+      assert.strictEqual(r.errors[0]!.kind, "bad_args")
+      assert.include(r.errors[0]!.message, "args do not decode")
+      assert.strictEqual(yield* Queue.size(ran), 0, "the job never ran")
+    }).pipe(Effect.scoped),
+  )
+
+  it.effect("JobsStaleCompletionIgnored: an outcome from a worker that lost the job changes nothing", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const sql = yield* SqlClient.SqlClient
+      yield* jobs.insert([{ kind: "contested", queue: "stale", args: {}, maxAttempts: 5 }])
+      yield* JobLease.renew("worker-a", 60_000)
+      yield* JobLease.renew("worker-b", 60_000)
+      const now = () => new Date(Date.now() + 1000)
+      const [a] = yield* claim("stale", 1, "worker-a", now())
+      assert.strictEqual(a!.attempt, 1)
+      // Worker A goes silent; its lease runs out and the job is rescued, then B claims it.
+      yield* sql`UPDATE job_workers SET expires_at = clock_timestamp() - interval '1 second' WHERE id = 'worker-a'`
+      const rescued = yield* JobLease.rescue()
+      assert.deepStrictEqual(
+        rescued.map((r) => r.state),
+        ["retryable"],
+      )
+      const [b] = yield* claim("stale", 1, "worker-b", now())
+      assert.strictEqual(b!.attempt, 2)
+
+      // A's late outcome while B runs: ignored.
+      const late = (outcome: Finished["outcome"]) => finalize([{ id: a!.id, attempt: a!.attempt, outcome }])
+      assert.strictEqual((yield* late({ _tag: "Completed" })).size, 0)
+      let r = yield* row("contested")
+      assert.deepStrictEqual([r.state, r.attempt], ["running", 2])
+      // B finishes; A's late outcomes still change nothing.
+      assert.strictEqual((yield* finalize([{ id: b!.id, attempt: 2, outcome: { _tag: "Completed" } }])).size, 1)
+      const error = { attempt: 1, at: new Date().toISOString(), kind: "failure" as const, message: "late" }
+      assert.strictEqual((yield* late({ _tag: "Retry", at: new Date(), error })).size, 0)
+      assert.strictEqual((yield* late({ _tag: "Discarded", error })).size, 0)
+      r = yield* row("contested")
+      assert.deepStrictEqual([r.state, r.attempt], ["completed", 2])
+      assert.deepStrictEqual(
+        r.errors.map((e) => e.kind),
+        ["rescued"],
+      )
+    }),
+  )
+})
