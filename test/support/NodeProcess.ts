@@ -18,8 +18,10 @@ export interface Finished {
 
 export interface Running {
   readonly child: ChildProcess
-  /** Resolves when a line of output matches. */
-  readonly waitFor: (pattern: RegExp) => Effect.Effect<string>
+  /** Resolves with the `count`-th line of output that matches (the first by default). */
+  readonly waitFor: (pattern: RegExp, count?: number) => Effect.Effect<string>
+  /** Standard output so far. */
+  readonly stdout: () => string
   readonly exited: Effect.Effect<Finished>
 }
 
@@ -32,10 +34,10 @@ export const start = (entry: string, args: ReadonlyArray<string>, env: Record<st
       })
       let stdout = ""
       let stderr = ""
-      const waiters: Array<{ pattern: RegExp; resolve: (line: string) => void }> = []
+      const waiters: Array<{ pattern: RegExp; count: number; resolve: (line: string) => void }> = []
       const check = () => {
         for (const w of [...waiters]) {
-          const line = `${stdout}\n${stderr}`.split("\n").find((l) => w.pattern.test(l))
+          const line = `${stdout}\n${stderr}`.split("\n").filter((l) => w.pattern.test(l))[w.count - 1]
           if (line !== undefined) {
             waiters.splice(waiters.indexOf(w), 1)
             w.resolve(line)
@@ -55,9 +57,10 @@ export const start = (entry: string, args: ReadonlyArray<string>, env: Record<st
       )
       return {
         child,
-        waitFor: (pattern) =>
+        stdout: () => stdout,
+        waitFor: (pattern, count = 1) =>
           Effect.callback<string>((resume) => {
-            waiters.push({ pattern, resolve: (line) => resume(Effect.succeed(line)) })
+            waiters.push({ pattern, count, resolve: (line) => resume(Effect.succeed(line)) })
             check()
           }).pipe(
             Effect.raceFirst(
