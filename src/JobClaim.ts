@@ -3,10 +3,11 @@
  * scheduled time, id) order over the partial index of runnable rows, skipping rows another worker
  * holds, turned `running` with their attempt counted and the claiming worker recorded.
  *
- * `now` comes from the caller's `Clock` rather than the database's, so that tests drive retries and
- * scheduled jobs with `TestClock`.
+ * Only the kinds the worker runs are claimed, so workers of different versions (or roles) can share
+ * a queue without failing each other's jobs. `now` comes from the caller's `Clock` rather than the
+ * database's, so that tests drive retries and scheduled jobs with `TestClock`.
  */
-import { Effect } from "effect"
+import { type Array as Arr, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 
 export interface ClaimedJob {
@@ -21,12 +22,19 @@ export interface ClaimedJob {
   readonly traceParent: string | null
 }
 
-export const claim = Effect.fnUntraced(function* (queue: string, limit: number, worker: string, now: Date) {
+export const claim = Effect.fnUntraced(function* (
+  queue: string,
+  kinds: Arr.NonEmptyReadonlyArray<string>,
+  limit: number,
+  worker: string,
+  now: Date,
+) {
   const sql = yield* SqlClient.SqlClient
   return yield* sql<ClaimedJob>`
     WITH next AS (
       SELECT id FROM jobs
       WHERE queue = ${queue} AND state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= ${now}
+        AND kind IN ${sql.in(kinds)}
       ORDER BY priority, scheduled_at, id
       LIMIT ${limit}
       FOR UPDATE SKIP LOCKED

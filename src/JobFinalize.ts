@@ -11,15 +11,7 @@ import { SqlClient } from "effect/sql"
 export interface AttemptError {
   readonly attempt: number
   readonly at: string
-  readonly kind:
-    | "failure"
-    | "defect"
-    | "timeout"
-    | "cancelled"
-    | "bad_args"
-    | "unknown_kind"
-    | "interrupted"
-    | "rescued"
+  readonly kind: "failure" | "defect" | "timeout" | "cancelled" | "bad_args" | "interrupted" | "rescued"
   readonly message: string
 }
 

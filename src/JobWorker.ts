@@ -21,6 +21,7 @@
 import { randomUUID } from "node:crypto"
 import { hostname } from "node:os"
 import {
+  Array as Arr,
   Cause,
   Clock,
   Context,
@@ -94,6 +95,9 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
       const pollInterval = options.pollInterval ?? Duration.seconds(1)
       const queues = Object.entries(options.queues ?? { default: { concurrency: 10 } })
       const kinds = new Map(options.kinds.map((k) => [k.kind, k]))
+      const kindNames = Array.from(kinds.keys())
+      if (!Arr.isReadonlyArrayNonEmpty(kindNames))
+        return yield* Effect.die("JobWorker.layer needs at least one job kind")
       const defaultDelay = JobBackoff.exponential()
 
       yield* JobLease.renew(id, leaseMillis)
@@ -126,13 +130,13 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         job: ClaimedJob,
         error: AttemptError,
         now: number,
-        kind: { readonly retryDelay?: (attempt: number) => Duration.Duration } | undefined,
+        kind: { readonly retryDelay?: (attempt: number) => Duration.Duration },
       ): Outcome =>
         job.attempt >= job.maxAttempts
           ? { _tag: "Discarded", error }
           : {
               _tag: "Retry",
-              at: new Date(now + Duration.toMillis((kind?.retryDelay ?? defaultDelay)(job.attempt))),
+              at: new Date(now + Duration.toMillis((kind.retryDelay ?? defaultDelay)(job.attempt))),
               error,
             }
 
@@ -169,6 +173,35 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         Release: undefined,
       }
 
+      /** Decodes the args and runs the attempt; any result becomes an outcome, never an error. */
+      const attempt = Effect.fnUntraced(function* (job: ClaimedJob, started: number) {
+        // Claims ask only for the kinds in this map.
+        const kind = kinds.get(job.kind)!
+        const args = Schema.decodeUnknownExit(kind.args)(job.args)
+        if (Exit.isFailure(args)) {
+          const message = `args do not decode: ${Cause.pretty(args.cause)}`
+          return { _tag: "Discarded", error: errorOf(job, "bad_args", message, started) } satisfies Outcome
+        }
+        const info: JobInfo = {
+          id: job.id,
+          kind: job.kind,
+          queue: job.queue,
+          attempt: job.attempt,
+          maxAttempts: job.maxAttempts,
+          createdAt: job.createdAt,
+        }
+        const parent = traceParentSpan(job.traceParent)
+        const exit = yield* kind.run(args.value, info).pipe(
+          Effect.timeout(kind.timeout ?? defaultTimeout),
+          Effect.withSpan("Job.run", {
+            attributes: { "job.kind": job.kind, "job.id": String(job.id), "job.attempt": job.attempt },
+            ...(Option.isSome(parent) ? { parent: parent.value } : {}),
+          }),
+          Effect.exit,
+        )
+        return outcomeOf(job, kind, exit, yield* Clock.currentTimeMillis)
+      })
+
       const runJob = (job: ClaimedJob) =>
         Effect.gen(function* () {
           yield* count(JobMetrics.claimed, job.kind)
@@ -179,37 +212,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             )
           }
           const started = yield* Clock.currentTimeMillis
-          const kind = kinds.get(job.kind)
-          let outcome: Outcome
-          if (kind === undefined) {
-            const error = errorOf(job, "unknown_kind", `no worker here runs kind "${job.kind}"`, started)
-            outcome = retryOrDiscard(job, error, started, undefined)
-          } else {
-            const args = Schema.decodeUnknownExit(kind.args)(job.args)
-            if (Exit.isFailure(args)) {
-              const message = `args do not decode: ${Cause.pretty(args.cause)}`
-              outcome = { _tag: "Discarded", error: errorOf(job, "bad_args", message, started) }
-            } else {
-              const info: JobInfo = {
-                id: job.id,
-                kind: job.kind,
-                queue: job.queue,
-                attempt: job.attempt,
-                maxAttempts: job.maxAttempts,
-                createdAt: job.createdAt,
-              }
-              const parent = traceParentSpan(job.traceParent)
-              const exit = yield* kind.run(args.value, info).pipe(
-                Effect.timeout(kind.timeout ?? defaultTimeout),
-                Effect.withSpan("Job.run", {
-                  attributes: { "job.kind": job.kind, "job.id": String(job.id), "job.attempt": job.attempt },
-                  ...(Option.isSome(parent) ? { parent: parent.value } : {}),
-                }),
-                Effect.exit,
-              )
-              outcome = outcomeOf(job, kind, exit, yield* Clock.currentTimeMillis)
-            }
-          }
+          const outcome = yield* attempt(job, started)
           const ended = yield* Clock.currentTimeMillis
           yield* Metric.update(Metric.withAttributes(JobMetrics.startToFinish, { kind: job.kind }), ended - started)
           const metric = metricOf[outcome._tag]
@@ -248,7 +251,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
               const free = concurrency - running
               if (free <= 0) return
               const now = new Date(yield* Clock.currentTimeMillis)
-              const claimed = yield* claim(queue, free, id, now)
+              const claimed = yield* claim(queue, kindNames, free, id, now)
               mayHaveMore = claimed.length === free
               running += claimed.length
               for (const job of claimed) yield* FiberSet.run(jobs, Effect.ensuring(runJob(job), freed))

@@ -194,7 +194,7 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
       yield* JobLease.renew("worker-a", 60_000)
       yield* JobLease.renew("worker-b", 60_000)
       const now = () => new Date(Date.now() + 1000)
-      const [a] = yield* claim("stale", 1, "worker-a", now())
+      const [a] = yield* claim("stale", ["contested"], 1, "worker-a", now())
       assert.strictEqual(a!.attempt, 1)
       // Worker A goes silent; its lease runs out and the job is rescued, then B claims it.
       yield* sql`UPDATE job_workers SET expires_at = clock_timestamp() - interval '1 second' WHERE id = 'worker-a'`
@@ -203,7 +203,7 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
         rescued.map((r) => r.state),
         ["retryable"],
       )
-      const [b] = yield* claim("stale", 1, "worker-b", now())
+      const [b] = yield* claim("stale", ["contested"], 1, "worker-b", now())
       assert.strictEqual(b!.attempt, 2)
 
       // A's late outcome while B runs: ignored.
