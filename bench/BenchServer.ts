@@ -51,8 +51,15 @@ export class BenchServer extends Context.Service<
     readonly settings: ServerSettings
     /** The folder the data directory lives in, for the conditions of a result. */
     readonly folder: string
-    /** A fresh `@effect/sql-pg` pool on the migrated database; it opens every connection up front. */
-    readonly pool: (connections: number) => Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError>
+    /**
+     * A fresh `@effect/sql-pg` pool on the migrated database; it opens every connection up front.
+     * `session` sets PostgreSQL settings for this pool's connections only (startup parameters),
+     * for what-if runs; the server's own settings stay durable.
+     */
+    readonly pool: (
+      connections: number,
+      session?: Readonly<Record<string, string>>,
+    ) => Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError>
   }
 >()("bench/BenchServer") {
   static readonly layer = Layer.effect(
@@ -73,7 +80,7 @@ export class BenchServer extends Context.Service<
         ephemeral: true,
       })
       const database = "postgres"
-      const pool = (connections: number) =>
+      const pool = (connections: number, session: Readonly<Record<string, string>> = {}) =>
         PgClient.layer({
           host: server.host,
           port: server.port,
@@ -83,6 +90,7 @@ export class BenchServer extends Context.Service<
           maxConnections: connections,
           minConnections: connections,
           applicationName: "bothy-bench",
+          startupParameters: session,
         })
 
       const settings = yield* Effect.gen(function* () {
