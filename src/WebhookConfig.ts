@@ -3,7 +3,10 @@
  * which targets are allowed, and the rule that a failing endpoint is disabled before its events
  * can leave the log.
  */
-import { Context, Duration, Effect, Layer, Result } from "effect"
+import { randomBytes } from "node:crypto"
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { dirname } from "node:path"
+import { Context, Duration, Effect, Layer, Redacted, Result } from "effect"
 import { BothyConfig, envName, InvalidConfig, setting } from "./BothyConfig.ts"
 import * as SecretBox from "./SecretBox.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
@@ -42,25 +45,51 @@ export const checkRetention = (eventRetention: Duration.Duration) =>
         }),
       )
 
-export const load = Effect.gen(function* () {
-  const secretKey = yield* SecretBox.loadKey
-  const policy: TargetPolicy = {
-    allowHttpLoopback: yield* setting("webhook.allow_http_loopback", "false", flag),
-    allowCidrs: yield* setting("webhook.allow_cidrs", "", list),
-    allowHosts: yield* setting("webhook.allow_hosts", "", list),
-  }
-  return { secretKey, policy } satisfies WebhookSettings
-})
+/**
+ * The sealing key from `BOTHY_WEBHOOK_SECRET_KEY`; without it, from `file`, created with a fresh
+ * random key (mode 0600) when missing. Only for the embedded development server, whose data lives
+ * beside that file anyway.
+ */
+export const keyOrFile = (file: string) =>
+  Effect.gen(function* () {
+    if (process.env[SecretBox.keyVariable] !== undefined) return yield* SecretBox.loadKey
+    const raw = yield* Effect.try({
+      try: () => {
+        if (!existsSync(file)) {
+          mkdirSync(dirname(file), { recursive: true })
+          writeFileSync(file, `${randomBytes(32).toString("base64")}\n`, { mode: 0o600 })
+        }
+        return readFileSync(file, "utf8")
+      },
+      catch: (e) =>
+        new InvalidConfig({ keys: [SecretBox.keyName], detail: `cannot use the key file ${file}: ${String(e)}` }),
+    })
+    return yield* SecretBox.parseKey(Redacted.make(raw)).pipe(
+      Effect.mapError((e) => new InvalidConfig({ keys: [SecretBox.keyName], detail: `${file}: ${e.message}` })),
+    )
+  })
+
+export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig> = SecretBox.loadKey) =>
+  Effect.gen(function* () {
+    const key = yield* secretKey
+    const policy: TargetPolicy = {
+      allowHttpLoopback: yield* setting("webhook.allow_http_loopback", "false", flag),
+      allowCidrs: yield* setting("webhook.allow_cidrs", "", list),
+      allowHosts: yield* setting("webhook.allow_hosts", "", list),
+    }
+    return { secretKey: key, policy } satisfies WebhookSettings
+  })
 
 export class WebhookConfig extends Context.Service<WebhookConfig, WebhookSettings>()("bothy/WebhookConfig") {
-  /** From the environment; also checks the retention rule against `BothyConfig`. */
-  static readonly layer = Layer.effect(
-    WebhookConfig,
-    Effect.gen(function* () {
-      const settings = yield* BothyConfig
-      yield* checkRetention(settings.sync.eventRetention)
-      return yield* load
-    }),
-  )
+  /** From the environment (or `secretKey`); also checks the retention rule against `BothyConfig`. */
+  static readonly layer = (secretKey?: Effect.Effect<SecretBox.SecretKey, InvalidConfig>) =>
+    Layer.effect(
+      WebhookConfig,
+      Effect.gen(function* () {
+        const settings = yield* BothyConfig
+        yield* checkRetention(settings.sync.eventRetention)
+        return yield* load(secretKey)
+      }),
+    )
   static readonly layerWith = (settings: WebhookSettings) => Layer.succeed(WebhookConfig)(settings)
 }
