@@ -19,7 +19,7 @@
  * old rows) is not implemented yet.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
-import { Config, Context, Effect, Layer, Option, Redacted, Result, Schema } from "effect"
+import { Config, Effect, Option, Redacted, Result, Schema } from "effect"
 import { envName, InvalidConfig } from "./BothyConfig.ts"
 
 export const keyName = "webhook.secret_key"
@@ -180,11 +180,3 @@ export const loadKey: Effect.Effect<SecretKey, InvalidConfig> = Config.Redacted(
     }),
   ),
 )
-
-/** The key webhook secrets are sealed with. */
-export class SecretBoxKey extends Context.Service<SecretBoxKey, SecretKey>()("bothy/SecretBoxKey") {
-  /** From `BOTHY_WEBHOOK_SECRET_KEY`, validated. */
-  static readonly layer = Layer.effect(SecretBoxKey, loadKey)
-  /** A key a host app gives directly, in the same base64 form. */
-  static readonly layerWith = (raw: Redacted.Redacted<string>) => Layer.effect(SecretBoxKey, parseKey(raw))
-}
