@@ -1,37 +1,17 @@
-import { randomBytes } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
 import { EventLog } from "../src/EventLog.ts"
-import { Jobs } from "../src/Jobs.ts"
 import * as JobWorker from "../src/JobWorker.ts"
-import { NotificationStream } from "../src/NotificationStream.ts"
 import * as PermissionGrants from "../src/PermissionGrants.ts"
 import { webhookDeliver } from "../src/Permissions.ts"
-import * as SecretBox from "../src/SecretBox.ts"
-import { WebhookConfig } from "../src/WebhookConfig.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
 import { Webhooks } from "../src/Webhooks.ts"
 import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
-import * as TestDatabase from "./support/TestDatabase.ts"
+import * as TestWebhooks from "./support/TestWebhooks.ts"
 import * as WebhookReceiver from "./support/WebhookReceiver.ts"
 
-const Live = Layer.mergeAll(
-  Webhooks.layer,
-  PermissionGrants.layer,
-  EventLog.layer,
-  Jobs.layer,
-  NotificationStream.layer(),
-).pipe(
-  Layer.provideMerge(
-    WebhookConfig.layerWith({
-      secretKey: Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64")))),
-      policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
-      retrySteps: [Duration.millis(10)],
-    }),
-  ),
-  Layer.provideMerge(TestDatabase.layer({ maxConnections: 16 })),
-)
+const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(10)], pool: { maxConnections: 16 } })
 
 interface Envelope {
   readonly type: string

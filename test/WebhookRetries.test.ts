@@ -1,38 +1,17 @@
-import { randomBytes } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
-import { Clock, Duration, Effect, Layer, Redacted } from "effect"
+import { Clock, Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
-import * as Consumer from "../src/Consumer.ts"
 import { EventLog } from "../src/EventLog.ts"
 import type { JobInfo } from "../src/JobKind.ts"
-import { Jobs } from "../src/Jobs.ts"
-import { NotificationStream } from "../src/NotificationStream.ts"
 import * as PermissionGrants from "../src/PermissionGrants.ts"
 import { webhookDeliver } from "../src/Permissions.ts"
-import * as SecretBox from "../src/SecretBox.ts"
-import { WebhookConfig } from "../src/WebhookConfig.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
 import { Webhooks } from "../src/Webhooks.ts"
-import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
-import * as TestDatabase from "./support/TestDatabase.ts"
+import * as TestWebhooks from "./support/TestWebhooks.ts"
 import * as WebhookReceiver from "./support/WebhookReceiver.ts"
 
-const Live = Layer.mergeAll(
-  Webhooks.layer,
-  PermissionGrants.layer,
-  EventLog.layer,
-  Jobs.layer,
-  NotificationStream.layer(),
-).pipe(
-  Layer.provideMerge(
-    WebhookConfig.layerWith({
-      secretKey: Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64")))),
-      policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
-    }),
-  ),
-  Layer.provideMerge(TestDatabase.layer()),
-)
+const Live = TestWebhooks.layer()
 
 /**
  * A subscription with one event to deliver, under the TestClock. `attempt()` runs the delivery job
@@ -54,13 +33,7 @@ const setup = (path: string, space: string, answer: (n: number) => WebhookReceiv
       eventTypes: [],
     })
     yield* (yield* EventLog).append([{ space, type: "item.created", actor: "a", payload: {} }])
-    const round = yield* Consumer.makeRound({
-      name: WebhooksConsumer.name,
-      batchSize: 100,
-      fanOut: WebhooksConsumer.fanOut,
-      onLoss: WebhooksConsumer.onLoss,
-    })
-    yield* round
+    yield* TestWebhooks.round()
     const [delivery] = yield* sql<{ id: bigint }>`
       SELECT id FROM webhook_deliveries WHERE subscription_id = ${sub.id}::uuid`
     const kind = yield* WebhookDelivery.make

@@ -1,48 +1,19 @@
-import { randomBytes } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Queue, Redacted, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Webhook } from "standardwebhooks"
-import * as Consumer from "../src/Consumer.ts"
 import { EventLog } from "../src/EventLog.ts"
-import { Jobs } from "../src/Jobs.ts"
 import * as JobWorker from "../src/JobWorker.ts"
-import { NotificationStream } from "../src/NotificationStream.ts"
 import * as PermissionGrants from "../src/PermissionGrants.ts"
 import { webhookDeliver } from "../src/Permissions.ts"
-import * as SecretBox from "../src/SecretBox.ts"
-import { WebhookConfig, type WebhookSettings } from "../src/WebhookConfig.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
 import { Webhooks } from "../src/Webhooks.ts"
-import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
-import * as TestDatabase from "./support/TestDatabase.ts"
+import * as TestWebhooks from "./support/TestWebhooks.ts"
 import * as WebhookReceiver from "./support/WebhookReceiver.ts"
 
-const secretKey = Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64"))))
-const settings: WebhookSettings = {
-  secretKey,
-  policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
-  retrySteps: [Duration.millis(20)],
-}
+const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(20)] })
 
-const Live = Layer.mergeAll(
-  Webhooks.layer,
-  PermissionGrants.layer,
-  EventLog.layer,
-  Jobs.layer,
-  NotificationStream.layer(),
-).pipe(Layer.provideMerge(WebhookConfig.layerWith(settings)), Layer.provideMerge(TestDatabase.layer()))
-
-/** One round of the `webhooks` consumer, run by hand so a test can act between round and job. */
-const round = Effect.flatMap(
-  Consumer.makeRound({
-    name: WebhooksConsumer.name,
-    batchSize: 10_000,
-    fanOut: WebhooksConsumer.fanOut,
-    onLoss: WebhooksConsumer.onLoss,
-  }),
-  (r) => r,
-)
+const round = TestWebhooks.round()
 
 /** Delivery jobs run from here on, for the rest of the test's scope. */
 const startDeliveries = Effect.gen(function* () {
