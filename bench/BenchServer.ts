@@ -51,6 +51,8 @@ export class BenchServer extends Context.Service<
     readonly settings: ServerSettings
     /** The folder the data directory lives in, for the conditions of a result. */
     readonly folder: string
+    /** The cluster's data directory (its `postmaster.pid` names the server's process). */
+    readonly dataDir: string
     /** A fresh `@effect/sql-pg` pool on the migrated database; it opens every connection up front. */
     readonly pool: (connections: number) => Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError>
   }
