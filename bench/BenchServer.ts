@@ -53,8 +53,14 @@ export class BenchServer extends Context.Service<
     readonly folder: string
     /** The cluster's data directory (its `postmaster.pid` names the server's process). */
     readonly dataDir: string
-    /** A fresh `@effect/sql-pg` pool on the migrated database; it opens every connection up front. */
-    readonly pool: (connections: number) => Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError>
+    /**
+     * A fresh `@effect/sql-pg` pool on the migrated database; it opens every connection up front,
+     * or, with `lazy`, each when first needed (the driver's default, as an application runs it).
+     */
+    readonly pool: (
+      connections: number,
+      options?: { readonly lazy?: boolean },
+    ) => Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError>
   }
 >()("bench/BenchServer") {
   static readonly layer = Layer.effect(
@@ -75,7 +81,7 @@ export class BenchServer extends Context.Service<
         ephemeral: true,
       })
       const database = "postgres"
-      const pool = (connections: number) =>
+      const pool = (connections: number, options?: { readonly lazy?: boolean }) =>
         PgClient.layer({
           host: server.host,
           port: server.port,
@@ -83,7 +89,7 @@ export class BenchServer extends Context.Service<
           password: server.password,
           database,
           maxConnections: connections,
-          minConnections: connections,
+          minConnections: options?.lazy === true ? 0 : connections,
           applicationName: "bothy-bench",
         })
 

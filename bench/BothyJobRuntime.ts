@@ -1,8 +1,9 @@
 /**
  * bothy's job runtime under the `JobRuntime` contract: jobs go in through `Jobs.insert` on a pool
  * of their own (the application's), and a worker is one `JobWorker.layer` with one queue,
- * `NotificationStream.layer()` and a fresh pool of `workerConnections`, built in the bench process
- * the way `bothy worker` builds it, with every option at its default but the queue's `prefetch`.
+ * `NotificationStream.layer()` and a fresh, lazily opened pool of `workerConnections` (as
+ * graphile-worker's is), built in the bench process the way `bothy worker` builds it, with every
+ * option at its default but the queue's `prefetch`.
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -42,7 +43,7 @@ export const make = (prefetch = 0) =>
         Layer.build(
           JobWorker.layer({ kinds: [noop(onRun)], queues: { default: { concurrency, prefetch } } }).pipe(
             Layer.provide(NotificationStream.layer()),
-            Layer.provide(server.pool(workerConnections)),
+            Layer.provide(server.pool(workerConnections, { lazy: true })),
           ),
         ).pipe(Effect.asVoid),
       unfinished: Effect.map(
