@@ -51,14 +51,17 @@ export class BenchServer extends Context.Service<
     readonly settings: ServerSettings
     /** The folder the data directory lives in, for the conditions of a result. */
     readonly folder: string
+    /** The cluster's data directory (its `postmaster.pid` names the server's process). */
+    readonly dataDir: string
     /**
-     * A fresh `@effect/sql-pg` pool on the migrated database; it opens every connection up front.
+     * A fresh `@effect/sql-pg` pool on the migrated database; it opens every connection up front,
+     * or, with `lazy`, each when first needed (the driver's default, as an application runs it).
      * `session` sets PostgreSQL settings for this pool's connections only (startup parameters),
      * for what-if runs; the server's own settings stay durable.
      */
     readonly pool: (
       connections: number,
-      session?: Readonly<Record<string, string>>,
+      options?: { readonly lazy?: boolean; readonly session?: Readonly<Record<string, string>> },
     ) => Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError>
   }
 >()("bench/BenchServer") {
@@ -80,7 +83,10 @@ export class BenchServer extends Context.Service<
         ephemeral: true,
       })
       const database = "postgres"
-      const pool = (connections: number, session: Readonly<Record<string, string>> = {}) =>
+      const pool = (
+        connections: number,
+        options?: { readonly lazy?: boolean; readonly session?: Readonly<Record<string, string>> },
+      ) =>
         PgClient.layer({
           host: server.host,
           port: server.port,
@@ -88,9 +94,9 @@ export class BenchServer extends Context.Service<
           password: server.password,
           database,
           maxConnections: connections,
-          minConnections: connections,
+          minConnections: options?.lazy === true ? 0 : connections,
           applicationName: "bothy-bench",
-          startupParameters: session,
+          startupParameters: options?.session ?? {},
         })
 
       const settings = yield* Effect.gen(function* () {

@@ -117,7 +117,7 @@ export const measure = (config: HandoffConfig) =>
     const allDone = yield* Deferred.make<void>()
     const lastSeq = base + BigInt(total)
 
-    const pool = yield* Layer.build(server.pool(config.consumerConnections, config.consumerSession))
+    const pool = yield* Layer.build(server.pool(config.consumerConnections, { session: config.consumerSession }))
     const streamContext = yield* Layer.build(NotificationStream.layer()).pipe(Effect.provide(pool))
     const connected = yield* Deferred.make<void>()
     // Subscribed before the consumer, so it sees each notification before the consumer is poked.

@@ -3,12 +3,21 @@
  * limit, and records outcomes in batches, every change after a claim compare-and-set.
  *
  *   per queue: wake (NOTIFY on `jobs` with the queue's name, reconnect, poll, a freed slot after a
- *   full fetch) -> claim up to the free slots -> fork each job -> outcome -> completer
+ *   full fetch) -> claim up to the free slots (plus the prefetch room) -> fork each job (or hold
+ *   it until a slot frees) -> outcome -> completer
  *   completer: takes whatever outcomes are waiting (one or a thousand) -> one UPDATE -> repeat
  *   heartbeat: renews this worker's lease; rescuer: puts back jobs of workers whose lease expired
  *
  * Wake-ups coalesce in a one-slot queue: the first notification starts a fetch at once, and any
  * number arriving during it cause exactly one more; there is no fixed cooldown.
+ *
+ * Prefetch (per queue, off by default): a claim may also take up to `prefetch` jobs beyond the free
+ * slots, which wait in the worker and start as slots free, without a round trip each. The held
+ * jobs are claimed like running ones (attempt counted, this worker's lease covers them): another
+ * worker cannot take them even when it idles, a crash gets them rescued after the lease, and
+ * shutdown puts them back without spending their attempt. Refetching waits until at most half the
+ * prefetch is left, so that claims stay large. Worth it for many short jobs, where a claim's round
+ * trip costs more than the jobs it brings; for long jobs it only delays them.
  *
  * Shutdown (the layer's scope closing, e.g. on SIGTERM): stop claiming, let running jobs finish
  * up to `shutdownTimeout`, interrupt the rest and put them back without spending their attempt,
@@ -52,7 +61,7 @@ export interface JobWorkerOptions<R> {
   // biome-ignore lint/suspicious/noExplicitAny: kinds differ in their args and errors
   readonly kinds: ReadonlyArray<JobKind<any, any, R>>
   /** Queues this worker serves and their concurrency. Default `{ default: { concurrency: 10 } }`. */
-  readonly queues?: Readonly<Record<string, { readonly concurrency: number }>>
+  readonly queues?: Readonly<Record<string, QueueOptions>>
   /** Fetch without a notification this often (scheduled and retried jobs become due). Default 1 s. */
   readonly pollInterval?: Duration.Input
   /** How long this worker's jobs survive its silence before they are rescued. Default 10 s. */
@@ -67,6 +76,16 @@ export interface JobWorkerOptions<R> {
   readonly workerId?: string
   /** Observes each recorded batch of outcomes, `applied` false where the job was no longer ours. */
   readonly onFinalized?: (batch: ReadonlyArray<Finished & { readonly applied: boolean }>) => Effect.Effect<void>
+}
+
+export interface QueueOptions {
+  /** Jobs of this queue that run at once in this worker. */
+  readonly concurrency: number
+  /**
+   * Claimed jobs this worker may hold beyond its free slots, each waiting for a slot. Default 0:
+   * claim only up to the free slots. See the module header for the trade-off.
+   */
+  readonly prefetch?: number
 }
 
 export class JobWorker extends Context.Service<
@@ -205,16 +224,17 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         return outcomeOf(job, kind, exit, yield* Clock.currentTimeMillis)
       })
 
-      const runJob = (job: ClaimedJob) =>
+      /** `claimedAt`: this worker's clock when the claim returned, to add any time the job was held. */
+      const runJob = (job: ClaimedJob, claimedAt: number) =>
         Effect.gen(function* () {
           yield* count(JobMetrics.claimed, job.kind)
+          const started = yield* Clock.currentTimeMillis
           if (job.attempt === 1) {
             yield* Metric.update(
               Metric.withAttributes(JobMetrics.insertToStart, { kind: job.kind }),
-              job.attemptedAt.getTime() - job.createdAt.getTime(),
+              job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt),
             )
           }
-          const started = yield* Clock.currentTimeMillis
           const outcome = yield* attempt(job, started)
           const ended = yield* Clock.currentTimeMillis
           yield* Metric.update(Metric.withAttributes(JobMetrics.startToFinish, { kind: job.kind }), ended - started)
@@ -238,31 +258,49 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           ),
         )
 
-      const producer = (queue: string, concurrency: number) =>
+      const producer = (queue: string, { concurrency, prefetch = 0 }: QueueOptions) =>
         Effect.gen(function* () {
           const jobs = yield* FiberSet.make()
           const wake = yield* Queue.sliding<void>(1)
           const poke = Queue.offer(wake, undefined).pipe(Effect.asVoid)
+          // Claimed jobs waiting for a slot (prefetch only); non-empty only while every slot is busy.
+          const held: Array<{ readonly job: ClaimedJob; readonly claimedAt: number }> = []
+          const lowWater = Math.floor(prefetch / 2)
           let running = 0
           let mayHaveMore = true
-          const freed = Effect.suspend(() => {
+          let stopping = false
+          const start = (job: ClaimedJob, claimedAt: number) => {
+            running++
+            return FiberSet.run(jobs, Effect.ensuring(runJob(job, claimedAt), freed))
+          }
+          // A wake-up from outside says there may be new jobs, whatever the last claim found.
+          const wakeUp = Effect.suspend(() => {
+            mayHaveMore = true
+            return poke
+          })
+          const freed: Effect.Effect<void, never, Exclude<R, Tracer.ParentSpan>> = Effect.suspend(() => {
             running--
-            return mayHaveMore ? poke : Effect.void
+            const next = stopping ? undefined : held.shift()
+            const refill = mayHaveMore && held.length <= lowWater ? poke : Effect.void
+            return next === undefined ? refill : Effect.andThen(start(next.job, next.claimedAt), refill)
           })
           const fetch = Effect.gen(function* () {
             for (;;) {
-              const free = concurrency - running
-              if (free <= 0) return
+              const room = concurrency - running + prefetch - held.length
+              if (room <= 0 || held.length > lowWater) return
               const now = new Date(yield* Clock.currentTimeMillis)
-              const claimed = yield* claim(queue, kindNames, free, id, now)
-              mayHaveMore = claimed.length === free
-              running += claimed.length
-              for (const job of claimed) yield* FiberSet.run(jobs, Effect.ensuring(runJob(job), freed))
+              const claimed = yield* claim(queue, kindNames, room, id, now)
+              const claimedAt = yield* Clock.currentTimeMillis
+              mayHaveMore = claimed.length === room
+              for (const job of claimed) {
+                if (running < concurrency) yield* start(job, claimedAt)
+                else held.push({ job, claimedAt })
+              }
               if (!mayHaveMore) return
             }
           })
           yield* notifications.subscribe("jobs", (w) =>
-            w._tag === "Connected" || w.payload === queue ? poke : Effect.void,
+            w._tag === "Connected" || w.payload === queue ? wakeUp : Effect.void,
           )
           const fetcher = yield* Queue.take(wake).pipe(
             Effect.andThen(fetch),
@@ -270,16 +308,30 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             Effect.forever,
             Effect.forkScoped,
           )
-          const poller = yield* poke.pipe(Effect.delay(pollInterval), Effect.forever, Effect.forkScoped)
+          const poller = yield* wakeUp.pipe(Effect.delay(pollInterval), Effect.forever, Effect.forkScoped)
           yield* poke
-          return {
-            jobs,
-            stop: Effect.andThen(Fiber.interrupt(fetcher), Fiber.interrupt(poller)),
-            running: () => running,
-          }
+          // Stops claiming and starting; the held jobs never started, so they go back at once.
+          const stop = Effect.gen(function* () {
+            stopping = true
+            yield* Fiber.interrupt(fetcher)
+            yield* Fiber.interrupt(poller)
+            const now = yield* Clock.currentTimeMillis
+            for (const { job } of held.splice(0)) {
+              yield* Queue.offer(finished, {
+                id: job.id,
+                attempt: job.attempt,
+                outcome: {
+                  _tag: "Release",
+                  at: new Date(now),
+                  error: errorOf(job, "interrupted", "the worker shut down before it started the job", now),
+                },
+              })
+            }
+          })
+          return { jobs, stop, running: () => running }
         })
 
-      const producers = yield* Effect.forEach(queues, ([queue, { concurrency }]) => producer(queue, concurrency))
+      const producers = yield* Effect.forEach(queues, ([queue, options]) => producer(queue, options))
 
       const background = yield* Effect.all(
         [

@@ -186,6 +186,89 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
     }).pipe(Effect.scoped),
   )
 
+  it.effect(
+    "JobsPrefetchBoundedByConcurrency: held jobs start as slots free, never more than concurrency at once",
+    () =>
+      Effect.gen(function* () {
+        const jobs = yield* Jobs
+        const ran = yield* Queue.unbounded<number>()
+        let runningNow = 0
+        let mostAtOnce = 0
+        const kind = JobKind.make({
+          kind: "prefetched",
+          args: Schema.Struct({ n: Schema.Number }),
+          run: ({ n }) =>
+            Effect.gen(function* () {
+              mostAtOnce = Math.max(mostAtOnce, ++runningNow)
+              yield* Effect.sleep("5 millis")
+              runningNow--
+              yield* Queue.offer(ran, n)
+            }),
+        })
+        yield* jobs.insert(
+          Array.from({ length: 40 }, (_, n) => ({ kind: "prefetched", queue: "prefetch", args: { n } })),
+        )
+        yield* Layer.build(JobWorker.layer({ kinds: [kind], queues: { prefetch: { concurrency: 2, prefetch: 5 } } }))
+        const seen = yield* Effect.forEach(Array.from({ length: 40 }), () => Queue.take(ran))
+        assert.deepStrictEqual(
+          [...seen].sort((a, b) => a - b),
+          Array.from({ length: 40 }, (_, n) => n),
+          "each job ran once",
+        )
+        assert.strictEqual(mostAtOnce, 2, "held jobs wait for a slot")
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect("JobsPrefetchReleasedOnShutdown: shutdown puts held jobs back unstarted, their attempt not spent", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const sql = yield* SqlClient.SqlClient
+      const started = yield* Queue.unbounded<number>()
+      const kind = JobKind.make({
+        kind: "held",
+        args: Schema.Struct({ n: Schema.Number }),
+        run: ({ n }) => Effect.andThen(Queue.offer(started, n), Effect.never),
+      })
+      yield* jobs.insert(Array.from({ length: 6 }, (_, n) => ({ kind: "held", queue: "held", args: { n } })))
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Layer.build(
+            JobWorker.layer({
+              kinds: [kind],
+              queues: { held: { concurrency: 2, prefetch: 3 } },
+              shutdownTimeout: "100 millis",
+            }),
+          )
+          yield* Queue.take(started)
+          yield* Queue.take(started)
+          const states = yield* sql<{ state: string; n: number }>`
+            SELECT state::text, count(*)::int AS n FROM jobs WHERE kind = 'held' GROUP BY 1 ORDER BY 1`
+          assert.deepStrictEqual(
+            states.map((r) => [r.state, r.n]),
+            [
+              ["available", 1],
+              ["running", 5],
+            ],
+            "two slots plus three held claimed, the sixth left",
+          )
+        }),
+      )
+      assert.strictEqual(yield* Queue.size(started), 0, "the held jobs never started")
+      const after = yield* sql<{ state: string; left: number; errors: ReadonlyArray<{ message: string }> }>`
+        SELECT state::text, max_attempts - attempt AS left, errors FROM jobs WHERE kind = 'held' ORDER BY id`
+      assert.deepStrictEqual(
+        after.map((r) => [r.state, r.left]),
+        Array.from({ length: 6 }, () => ["available", 25]),
+        "all back, as many attempts left as before",
+      )
+      const messages = after.flatMap((r) => r.errors.map((e) => e.message)).sort()
+      assert.deepStrictEqual(messages, [
+        ...Array.from({ length: 3 }, () => "the worker shut down before it started the job"),
+        ...Array.from({ length: 2 }, () => "the worker shut down while the job ran"),
+      ])
+    }),
+  )
+
   it.effect("JobsStaleCompletionIgnored: an outcome from a worker that lost the job changes nothing", () =>
     Effect.gen(function* () {
       const jobs = yield* Jobs
