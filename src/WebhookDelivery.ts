@@ -43,9 +43,12 @@
  * A holder that stays live keeps running again (snooze, retry, rescue) until it releases. The
  * test `WebhookDrainNoLostWakeup` races many short rounds against finishing drainers.
  *
- * So each endpoint receives its events in seq order, one at a time; a revoked right or a removed
- * space never blocks the queue behind it; and a delivery costs three statements (take, the
- * permission check of the default `PermissionGrants`, record) besides the request.
+ * So each endpoint receives its events in seq order, one at a time, and a revoked right or a
+ * removed space never blocks the queue behind it. A delivery costs three statements besides the
+ * request: take, the permission check (one statement with the default `PermissionGrants`) and
+ * record. While a request is in flight the drainer already takes the next head and checks its
+ * right (both reads, no transaction), so a busy subscription waits only for the request and the
+ * record between two deliveries; the check still happens before that delivery's request.
  */
 import { Cause, Clock, Duration, Effect, Metric, Option, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -160,8 +163,11 @@ export const makeWith = (options: DrainOptions = {}) =>
         }),
       )
 
-    /** The head delivery while this job holds the slot; none when nothing is pending or the slot is lost. */
-    const take = (subscriptionId: string, job: bigint) =>
+    /**
+     * The head delivery while this job holds the slot (the lowest pending one after `after`, when
+     * given); none when nothing is pending or the slot is lost.
+     */
+    const take = (subscriptionId: string, job: bigint, after = -1n) =>
       sql<Head>`
         SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence, d.attempts,
                s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
@@ -175,7 +181,7 @@ export const makeWith = (options: DrainOptions = {}) =>
         JOIN webhook_subscriptions AS s ON s.id = w.subscription_id
         CROSS JOIN LATERAL (
           SELECT * FROM webhook_deliveries
-          WHERE subscription_id = w.subscription_id AND state = 'pending'
+          WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${after}
           ORDER BY event_seq LIMIT 1
         ) AS d
         LEFT JOIN event_log AS e ON e.seq = d.event_seq
@@ -261,25 +267,42 @@ export const makeWith = (options: DrainOptions = {}) =>
         return [current, ...previous] as const
       })
 
-    /** One step on the head delivery; `Some(delay)` when it failed and the drainer must snooze. */
-    const step = (subscriptionId: string, h: Head) =>
+    /** Whether the head can be sent as far as the row says: anything else is settled by `settle`. */
+    const sendable = (h: Head) => h.state === "active" && h.eventSeq > h.startedSeq && h.present && h.scoped
+
+    /** Settles a head that is not to be sent: leftovers, the event gone, the scope left. */
+    const settle = (subscriptionId: string, h: Head) =>
       Effect.gen(function* () {
-        if (h.state !== "active" || h.eventSeq <= h.startedSeq) {
-          yield* endLeftovers(subscriptionId, h)
-          return Option.none<Duration.Duration>()
-        }
+        if (h.state !== "active" || h.eventSeq <= h.startedSeq) return yield* endLeftovers(subscriptionId, h)
         if (!h.present) {
           yield* disable([subscriptionId], "gap").pipe(provide)
-          yield* Effect.logError(
+          return yield* Effect.logError(
             `webhooks: the event of subscription ${subscriptionId}'s next delivery left the log; disabled with cause gap`,
           )
-          return Option.none<Duration.Duration>()
         }
-        const allowed = yield* permissions.allowed(h.owner, webhookDeliver, h.space!)
-        if (!allowed || !h.scoped) {
-          yield* suppress(subscriptionId, h, allowed ? "scope" : "permission")
-          return Option.none<Duration.Duration>()
-        }
+        yield* suppress(subscriptionId, h, "scope")
+      })
+
+    /** A head with the owner's right on its space, checked for this attempt. */
+    interface Checked {
+      readonly head: Head
+      readonly allowed: boolean | undefined
+    }
+
+    const check = (h: Head) =>
+      sendable(h)
+        ? Effect.map(
+            permissions.allowed(h.owner, webhookDeliver, h.space!),
+            (allowed): Checked => ({ head: h, allowed }),
+          )
+        : Effect.succeed<Checked>({ head: h, allowed: undefined })
+
+    /**
+     * The attempt on a sendable, permitted head. `delivered`: go on with the next; `settled`: it
+     * is dead or the subscription disabled, take the head afresh; `snooze`: retry after the delay.
+     */
+    const attempt = (subscriptionId: string, h: Head) =>
+      Effect.gen(function* () {
         const occurredAt = h.occurredAt!.getTime()
         const body = JSON.stringify({
           version: 1,
@@ -305,12 +328,11 @@ export const makeWith = (options: DrainOptions = {}) =>
           Metric.update(Metric.withAttributes(WebhookMetrics.headAge, { subscription: subscriptionId }), age)
         if (ok) {
           const state = yield* record(subscriptionId, h, started, result, true, { firstAt: null, clockAt: null })
-          if (state === "delivered") {
-            yield* attemptsBy("delivered")
-            yield* Metric.update(WebhookMetrics.latency, now - occurredAt)
-          }
           yield* headAge(0)
-          return Option.none<Duration.Duration>()
+          if (state !== "delivered") return { _tag: "settled" } as const
+          yield* attemptsBy("delivered")
+          yield* Metric.update(WebhookMetrics.latency, now - occurredAt)
+          return { _tag: "delivered" } as const
         }
         yield* headAge(Math.max(0, (now - occurredAt) / 1000))
         if (result.status === 410) {
@@ -320,32 +342,31 @@ export const makeWith = (options: DrainOptions = {}) =>
             yield* disable([subscriptionId], "gone").pipe(provide)
             yield* attemptsBy("gone")
           }
-          return Option.none<Duration.Duration>()
+          return { _tag: "settled" } as const
         }
         const clock = WebhookSchedule.afterFailure(
           { firstAt: h.failingFirstAt?.getTime() ?? null, clockAt: h.failingClockAt?.getTime() ?? null },
           now,
         )
         const state = yield* record(subscriptionId, h, started, result, false, clock)
-        if (state !== "pending") return Option.none<Duration.Duration>()
+        if (state !== "pending") return { _tag: "settled" } as const
         yield* attemptsBy("failed")
         if (clock.disable) {
           yield* disable([subscriptionId], "failing").pipe(provide)
-          return Option.none<Duration.Duration>()
+          return { _tag: "settled" } as const
         }
-        return Option.some(
-          WebhookSchedule.nextDelay(
-            {
-              attempt: h.attempts + 1,
-              status: result.status,
-              errorClass: result.errorClass,
-              retryAfter: result.retryAfter,
-              now,
-            },
-            Math.random,
-            config.retrySteps,
-          ),
+        const delay = WebhookSchedule.nextDelay(
+          {
+            attempt: h.attempts + 1,
+            status: result.status,
+            errorClass: result.errorClass,
+            retryAfter: result.retryAfter,
+            now,
+          },
+          Math.random,
+          config.retrySteps,
         )
+        return { _tag: "snooze", delay } as const
       }).pipe(
         Effect.withSpan("WebhookDelivery.attempt", {
           attributes: { "webhook.subscription": subscriptionId, "webhook.event_seq": String(h.eventSeq) },
@@ -355,17 +376,42 @@ export const makeWith = (options: DrainOptions = {}) =>
     const drain = Effect.fn("WebhookDelivery.drain")(function* (subscriptionId: string, job: JobKind.JobInfo) {
       if (!(yield* acquire(subscriptionId, job.id))) return
       const start = yield* Clock.currentTimeMillis
+      // The next head, read and checked while the previous request was in flight.
+      let next: Checked | undefined
       for (let n = 0; ; n++) {
         if (n >= maxDeliveries || (yield* Clock.currentTimeMillis) - start >= maxRunMillis) {
           return yield* new JobKind.JobSnooze({ delay: Duration.zero })
         }
-        const head = yield* take(subscriptionId, job.id)
-        if (head === undefined) {
+        const checked =
+          next ?? (yield* Effect.flatMap(take(subscriptionId, job.id), (h) => (h ? check(h) : Effect.undefined)))
+        next = undefined
+        if (checked === undefined) {
           if ((yield* release(subscriptionId, job.id)) !== "pending") return
           continue
         }
-        const snooze = yield* step(subscriptionId, head)
-        if (Option.isSome(snooze)) return yield* new JobKind.JobSnooze({ delay: snooze.value })
+        const h = checked.head
+        if (!sendable(h)) {
+          yield* settle(subscriptionId, h)
+          continue
+        }
+        if (checked.allowed !== true) {
+          yield* suppress(subscriptionId, h, "permission")
+          continue
+        }
+        // The following delivery is read and its right checked while this request is in flight,
+        // so a busy subscription pays the request and the record, not four round trips, per delivery.
+        const [outcome, following] = yield* Effect.all(
+          [
+            attempt(subscriptionId, h),
+            Effect.flatMap(take(subscriptionId, job.id, h.eventSeq), (f) => (f ? check(f) : Effect.undefined)),
+          ],
+          { concurrency: 2 },
+        )
+        if (outcome._tag === "snooze") return yield* new JobKind.JobSnooze({ delay: outcome.delay })
+        // Read before this delivery's success reset the failing clock.
+        if (outcome._tag === "delivered" && following !== undefined) {
+          next = { ...following, head: { ...following.head, failingFirstAt: null, failingClockAt: null } }
+        }
       }
     })
 
