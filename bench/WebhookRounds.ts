@@ -74,23 +74,30 @@ const matchingSql = `
     SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])
       AS e(seq, space, type, epoch)
   )
-  SELECT e.seq, e.epoch, s.id AS sub
+  SELECT e.seq, e.epoch, s.sub
   FROM ev AS e
   CROSS JOIN LATERAL (
-    SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
-  ) AS ss
-  JOIN webhook_subscriptions AS s ON s.id = ss.subscription_id
-  WHERE s.state = 'active' AND e.seq > s.started_seq
-    AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))`
+    SELECT s.id AS sub
+    FROM webhook_subscription_spaces AS ss
+    JOIN webhook_subscriptions AS s ON s.id = ss.subscription_id
+    WHERE ss.space_id = e.space AND s.state = 'active' AND e.seq > s.started_seq
+      AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+    OFFSET 0
+  ) AS s`
 
 // What-if, not the statement bothy runs: the same typed arrays with a plain join, to show what the
 // planner picks on its own for a batch (the reason for the LATERAL lookup with OFFSET 0).
-const matchingPlainJoinSql = matchingSql.replace(
-  `CROSS JOIN LATERAL (
-    SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
-  ) AS ss`,
-  "JOIN webhook_subscription_spaces AS ss ON ss.space_id = e.space",
-)
+const matchingPlainJoinSql = `
+  WITH ev AS (
+    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])
+      AS e(seq, space, type, epoch)
+  )
+  SELECT e.seq, e.epoch, s.id AS sub
+  FROM ev AS e
+  JOIN webhook_subscription_spaces AS ss ON ss.space_id = e.space
+  JOIN webhook_subscriptions AS s ON s.id = ss.subscription_id
+  WHERE s.state = 'active' AND e.seq > s.started_seq
+    AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))`
 
 interface PlanNode {
   readonly "Node Type": string

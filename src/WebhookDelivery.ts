@@ -50,7 +50,7 @@
  * right (both reads, no transaction), so a busy subscription waits only for the request and the
  * record between two deliveries; the check still happens before that delivery's request.
  */
-import { Cause, Clock, Duration, Effect, Metric, Option, Schema } from "effect"
+import { Cause, Clock, Duration, Effect, Metric, Option, type Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as JobKind from "./JobKind.ts"
 import { Permissions, webhookDeliver } from "./Permissions.ts"
@@ -257,12 +257,27 @@ export const makeWith = (options: DrainOptions = {}) =>
         Effect.withSpan("WebhookDelivery.record"),
       )
 
-    const secretsFor = (h: Head, now: number) =>
+    /** What one run shares between its deliveries: keep-alive connections, opened secrets. */
+    interface Run {
+      readonly connections: WebhookSender.Connections
+      readonly secrets: Map<string, Redacted.Redacted<string>>
+    }
+
+    const openSecret = (run: Run, sealed: string) =>
       Effect.gen(function* () {
-        const current = yield* SecretBox.open(config.secretKey, h.secretSealed)
+        const known = run.secrets.get(sealed)
+        if (known !== undefined) return known
+        const opened = yield* SecretBox.open(config.secretKey, sealed)
+        run.secrets.set(sealed, opened)
+        return opened
+      })
+
+    const secretsFor = (run: Run, h: Head, now: number) =>
+      Effect.gen(function* () {
+        const current = yield* openSecret(run, h.secretSealed)
         const previous =
           h.previousSecretSealed !== null && h.previousSecretUntil !== null && h.previousSecretUntil.getTime() > now
-            ? [yield* SecretBox.open(config.secretKey, h.previousSecretSealed)]
+            ? [yield* openSecret(run, h.previousSecretSealed)]
             : []
         return [current, ...previous] as const
       })
@@ -301,7 +316,7 @@ export const makeWith = (options: DrainOptions = {}) =>
      * The attempt on a sendable, permitted head. `delivered`: go on with the next; `settled`: it
      * is dead or the subscription disabled, take the head afresh; `snooze`: retry after the delay.
      */
-    const attempt = (subscriptionId: string, h: Head) =>
+    const attempt = (run: Run, subscriptionId: string, h: Head) =>
       Effect.gen(function* () {
         const occurredAt = h.occurredAt!.getTime()
         const body = JSON.stringify({
@@ -316,11 +331,13 @@ export const makeWith = (options: DrainOptions = {}) =>
         const id = WebhookSignature.messageId(h.epoch, subscriptionId, h.sequence)
         const headers = yield* WebhookSignature.sign(
           { id, timestamp: new Date(started), body },
-          yield* secretsFor(h, started),
+          yield* secretsFor(run, h, started),
         )
         const result = yield* WebhookSender.send(
           { url: h.url, headers: { ...headers, "content-type": "application/json" }, body },
           config.policy,
+          {},
+          run.connections,
         )
         const now = yield* Clock.currentTimeMillis
         const ok = result.status !== undefined && result.status >= 200 && result.status < 300
@@ -376,6 +393,8 @@ export const makeWith = (options: DrainOptions = {}) =>
     const drain = Effect.fn("WebhookDelivery.drain")(function* (subscriptionId: string, job: JobKind.JobInfo) {
       if (!(yield* acquire(subscriptionId, job.id))) return
       const start = yield* Clock.currentTimeMillis
+      // Closed when the run ends: no connection outlives the run whose sends checked it.
+      const run: Run = { connections: yield* WebhookSender.connections(config.policy), secrets: new Map() }
       // The next head, read and checked while the previous request was in flight.
       let next: Checked | undefined
       for (let n = 0; ; n++) {
@@ -402,7 +421,7 @@ export const makeWith = (options: DrainOptions = {}) =>
         // so a busy subscription pays the request and the record, not four round trips, per delivery.
         const [outcome, following] = yield* Effect.all(
           [
-            attempt(subscriptionId, h),
+            attempt(run, subscriptionId, h),
             Effect.flatMap(take(subscriptionId, job.id, h.eventSeq), (f) => (f ? check(f) : Effect.undefined)),
           ],
           { concurrency: 2 },
@@ -413,7 +432,7 @@ export const makeWith = (options: DrainOptions = {}) =>
           next = { ...following, head: { ...following.head, failingFirstAt: null, failingClockAt: null } }
         }
       }
-    })
+    }, Effect.scoped)
 
     return JobKind.make({
       kind: deliverKind,

@@ -54,21 +54,24 @@ export const makeFanOut = (options: FanOutOptions) =>
     const spaces = events.map((e) => e.space)
     const types = events.map((e) => e.type)
     const epochs = events.map((e) => e.epoch)
-    // `OFFSET 0` keeps the per-event lookup a LATERAL index probe: a whole batch may touch many
-    // spaces, and the planner would otherwise prefer scanning every subscription for a hash join.
+    // `OFFSET 0` keeps the per-event lookup a LATERAL probe of the space index and then of the
+    // subscriptions' primary key: a whole batch may touch many spaces, and the planner would
+    // otherwise prefer scanning every subscription for a hash join.
     const rows = yield* sql<{ subscription: string; seq: bigint; held: boolean }>`
       WITH ev AS (
         SELECT * FROM unnest(${seqs}::bigint[], ${spaces}::text[], ${types}::text[], ${epochs}::int[])
           AS e(seq, space, type, epoch)
       ), matched AS (
-        SELECT e.seq, e.epoch, s.id AS sub
+        SELECT e.seq, e.epoch, s.sub
         FROM ev AS e
         CROSS JOIN LATERAL (
-          SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
-        ) AS ss
-        JOIN webhook_subscriptions AS s ON s.id = ss.subscription_id
-        WHERE s.state = 'active' AND e.seq > s.started_seq
-          AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+          SELECT s.id AS sub
+          FROM webhook_subscription_spaces AS ss
+          JOIN webhook_subscriptions AS s ON s.id = ss.subscription_id
+          WHERE ss.space_id = e.space AND s.state = 'active' AND e.seq > s.started_seq
+            AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+          OFFSET 0
+        ) AS s
       ), counted AS (
         SELECT sub, count(*) AS n, min(seq) AS first FROM matched GROUP BY sub
       ), numbered AS (
