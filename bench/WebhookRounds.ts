@@ -77,10 +77,11 @@ const matchingSql = `
   SELECT e.seq, e.epoch, s.sub
   FROM ev AS e
   CROSS JOIN LATERAL (
-    SELECT s.id AS sub
-    FROM webhook_subscription_spaces AS ss
-    JOIN webhook_subscriptions AS s ON s.id = ss.subscription_id
-    WHERE ss.space_id = e.space AND s.state = 'active' AND e.seq > s.started_seq
+    SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
+  ) AS ss
+  CROSS JOIN LATERAL (
+    SELECT s.id AS sub FROM webhook_subscriptions AS s
+    WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
       AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
     OFFSET 0
   ) AS s`

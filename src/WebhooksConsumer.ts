@@ -54,9 +54,9 @@ export const makeFanOut = (options: FanOutOptions) =>
     const spaces = events.map((e) => e.space)
     const types = events.map((e) => e.type)
     const epochs = events.map((e) => e.epoch)
-    // `OFFSET 0` keeps the per-event lookup a LATERAL probe of the space index and then of the
-    // subscriptions' primary key: a whole batch may touch many spaces, and the planner would
-    // otherwise prefer scanning every subscription for a hash join.
+    // Each `OFFSET 0` LATERAL keeps matching a probe per event of the space index, then of the
+    // subscriptions' primary key per candidate: without them the planner hashes a scan of every
+    // subscription (once per batch, or worse once per event), whatever the batch's size.
     const rows = yield* sql<{ subscription: string; seq: bigint; held: boolean }>`
       WITH ev AS (
         SELECT * FROM unnest(${seqs}::bigint[], ${spaces}::text[], ${types}::text[], ${epochs}::int[])
@@ -65,10 +65,11 @@ export const makeFanOut = (options: FanOutOptions) =>
         SELECT e.seq, e.epoch, s.sub
         FROM ev AS e
         CROSS JOIN LATERAL (
-          SELECT s.id AS sub
-          FROM webhook_subscription_spaces AS ss
-          JOIN webhook_subscriptions AS s ON s.id = ss.subscription_id
-          WHERE ss.space_id = e.space AND s.state = 'active' AND e.seq > s.started_seq
+          SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
+        ) AS ss
+        CROSS JOIN LATERAL (
+          SELECT s.id AS sub FROM webhook_subscriptions AS s
+          WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
             AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
           OFFSET 0
         ) AS s
