@@ -39,6 +39,9 @@ const settings = Config.all({
   subscriptions: Config.Int("BENCH_WEBHOOK_SUBSCRIPTIONS").pipe(Config.withDefault(10)),
   concurrency: Config.Int("BENCH_WEBHOOK_CONCURRENCY").pipe(Config.withDefault(20)),
   skipHeld: Config.Boolean("BENCH_WEBHOOK_SKIP_HELD").pipe(Config.withDefault(true)),
+  // Appends serialize on the counter row; with the deliveries now using the CPU too, 4 connections
+  // no longer carried 500 appends/s, so the open-loop producer could not offer the asked rate.
+  producerConnections: Config.Int("BENCH_WEBHOOK_PRODUCER_POOL").pipe(Config.withDefault(8)),
   workerConnections: Config.Int("BENCH_WEBHOOK_POOL").pipe(Config.withDefault(20)),
   drainSeconds: Config.Number("BENCH_WEBHOOK_DRAIN_SECONDS").pipe(Config.withDefault(300)),
   diagRates: Config.String("BENCH_WEBHOOK_DIAG_RATES").pipe(Config.withDefault("50,100,200")),
@@ -50,7 +53,6 @@ const settings = Config.all({
 
 const batchSize = 500
 const pollInterval = Duration.seconds(1)
-const producerConnections = 4
 const flatSlopeShare = 0.01
 const p95Target = 100
 
@@ -125,7 +127,7 @@ const run = Effect.gen(function* () {
     concurrency: config.concurrency,
     skipHeld: config.skipHeld,
     workerConnections: config.workerConnections,
-    producerConnections,
+    producerConnections: config.producerConnections,
     drainSeconds: config.drainSeconds,
     flatSlopeShare,
   }
@@ -493,7 +495,7 @@ const run = Effect.gen(function* () {
           "subscription k covers the one space bench-k, no event-type filter, its own receiver path /s{k}; event i is in space bench-(i mod subscriptions): every event matches exactly one subscription, spread evenly (rate/subscriptions each)",
         permissions: "the owner holds webhook_out.deliver on every space (PermissionGrants), so nothing is suppressed",
         producer:
-          "one fiber ticking every 1/rate s, forking each append (EventLog.append of one event, autocommitted) at its due time without waiting for the previous one; pool of 4",
+          "one fiber ticking every 1/rate s, forking each append (EventLog.append of one event, autocommitted) at its due time without waiting for the previous one; pool of producerConnections",
         workerSide:
           "one @effect/sql-pg pool (workerConnections) shared by WebhooksConsumer.layer (batch 500, poll 1 s), JobWorker.layer (queue webhooks, concurrency as stated, WebhookDelivery.make: one drainer per subscription) and the deliveries, plus NotificationStream's own LISTEN connection, as one bothy worker process",
         receiver:

@@ -44,11 +44,12 @@
  * test `WebhookDrainNoLostWakeup` races many short rounds against finishing drainers.
  *
  * So each endpoint receives its events in seq order, one at a time, and a revoked right or a
- * removed space never blocks the queue behind it. A delivery costs three statements besides the
- * request: take, the permission check (one statement with the default `PermissionGrants`) and
- * record. While a request is in flight the drainer already takes the next head and checks its
- * right (both reads, no transaction), so a busy subscription waits only for the request and the
- * record between two deliveries; the check still happens before that delivery's request.
+ * removed space never blocks the queue behind it. Besides the request, a delivery costs the
+ * permission check (one statement with the default `PermissionGrants`), the record, and a share
+ * of a take (which reads up to `readAhead` heads). While a request is in flight the drainer checks
+ * the next head's right (and takes more heads when it has none left; reads only, no transaction),
+ * so a busy subscription waits only for the request and the record between two deliveries; the
+ * right is still checked before that delivery's request, the scope when its head was read.
  */
 import { Cause, Clock, Duration, Effect, Metric, Option, type Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -71,6 +72,12 @@ export interface DrainOptions {
   readonly maxDeliveriesPerRun?: number
   /** Time after which a run snoozes 0 before its next delivery. Default 5 s (the job timeout is 1 min). */
   readonly maxRunTime?: Duration.Input
+  /**
+   * Pending deliveries read per take, default 4: fewer statements per delivery, at the price of
+   * a delivery's scope (not its permission, checked just before) being read up to this many
+   * deliveries before its request.
+   */
+  readonly readAhead?: number
 }
 
 /** How long a drainer waits after an infrastructure failure on its last job attempt. */
@@ -115,6 +122,7 @@ export const makeWith = (options: DrainOptions = {}) =>
     const provide = Effect.provideService(SqlClient.SqlClient, sql)
     const maxDeliveries = options.maxDeliveriesPerRun ?? 500
     const maxRunMillis = Duration.toMillis(Duration.fromInputUnsafe(options.maxRunTime ?? Duration.seconds(5)))
+    const readAhead = Math.max(1, options.readAhead ?? 4)
 
     /** Takes the slot when it is free or already this job's; false when another live job holds it. */
     const acquire = (subscriptionId: string, job: bigint) =>
@@ -164,10 +172,10 @@ export const makeWith = (options: DrainOptions = {}) =>
       )
 
     /**
-     * The head delivery while this job holds the slot (the lowest pending one after `after`, when
-     * given); none when nothing is pending or the slot is lost.
+     * The head deliveries while this job holds the slot: up to `limit` pending ones in seq order
+     * (after `after`, when given); none when nothing is pending or the slot is lost.
      */
-    const take = (subscriptionId: string, job: bigint, after = -1n) =>
+    const take = (subscriptionId: string, job: bigint, after: bigint, limit: number) =>
       sql<Head>`
         SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence, d.attempts,
                s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
@@ -182,11 +190,10 @@ export const makeWith = (options: DrainOptions = {}) =>
         CROSS JOIN LATERAL (
           SELECT * FROM webhook_deliveries
           WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${after}
-          ORDER BY event_seq LIMIT 1
+          ORDER BY event_seq LIMIT ${limit}
         ) AS d
         LEFT JOIN event_log AS e ON e.seq = d.event_seq
         WHERE w.subscription_id = ${subscriptionId}::uuid AND w.job_id = ${job}`.pipe(
-        Effect.map((rows) => rows[0]),
         Effect.withSpan("WebhookDelivery.take"),
       )
 
@@ -395,14 +402,20 @@ export const makeWith = (options: DrainOptions = {}) =>
       const start = yield* Clock.currentTimeMillis
       // Closed when the run ends: no connection outlives the run whose sends checked it.
       const run: Run = { connections: yield* WebhookSender.connections(config.policy), secrets: new Map() }
-      // The next head, read and checked while the previous request was in flight.
+      // The next head, read and checked while the previous request was in flight, and the heads
+      // after it, read with it but not checked yet.
       let next: Checked | undefined
+      let ahead: Array<Head> = []
+      const takeAndCheck = (after: bigint) =>
+        Effect.flatMap(take(subscriptionId, job.id, after, readAhead), (heads) => {
+          ahead = heads.slice(1)
+          return heads[0] === undefined ? Effect.undefined : check(heads[0])
+        })
       for (let n = 0; ; n++) {
         if (n >= maxDeliveries || (yield* Clock.currentTimeMillis) - start >= maxRunMillis) {
           return yield* new JobKind.JobSnooze({ delay: Duration.zero })
         }
-        const checked =
-          next ?? (yield* Effect.flatMap(take(subscriptionId, job.id), (h) => (h ? check(h) : Effect.undefined)))
+        const checked = next ?? (yield* takeAndCheck(-1n))
         next = undefined
         if (checked === undefined) {
           if ((yield* release(subscriptionId, job.id)) !== "pending") return
@@ -410,27 +423,32 @@ export const makeWith = (options: DrainOptions = {}) =>
         }
         const h = checked.head
         if (!sendable(h)) {
+          ahead = []
           yield* settle(subscriptionId, h)
           continue
         }
         if (checked.allowed !== true) {
+          ahead = []
           yield* suppress(subscriptionId, h, "permission")
           continue
         }
-        // The following delivery is read and its right checked while this request is in flight,
-        // so a busy subscription pays the request and the record, not four round trips, per delivery.
-        const [outcome, following] = yield* Effect.all(
-          [
-            attempt(run, subscriptionId, h),
-            Effect.flatMap(take(subscriptionId, job.id, h.eventSeq), (f) => (f ? check(f) : Effect.undefined)),
-          ],
+        // The following delivery's right is checked (and, every few, the following deliveries
+        // read) while this request is in flight, so a busy subscription pays the request and the
+        // record per delivery, and not the round trips before them.
+        const following = ahead.shift()
+        const [outcome, prepared] = yield* Effect.all(
+          [attempt(run, subscriptionId, h), following === undefined ? takeAndCheck(h.eventSeq) : check(following)],
           { concurrency: 2 },
         )
         if (outcome._tag === "snooze") return yield* new JobKind.JobSnooze({ delay: outcome.delay })
-        // Read before this delivery's success reset the failing clock.
-        if (outcome._tag === "delivered" && following !== undefined) {
-          next = { ...following, head: { ...following.head, failingFirstAt: null, failingClockAt: null } }
+        if (outcome._tag !== "delivered" || prepared === undefined) {
+          ahead = []
+          continue
         }
+        // Read before this delivery's success reset the failing clock.
+        const reset = (head: Head): Head => ({ ...head, failingFirstAt: null, failingClockAt: null })
+        next = { ...prepared, head: reset(prepared.head) }
+        ahead = ahead.map(reset)
       }
     }, Effect.scoped)
 

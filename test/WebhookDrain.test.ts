@@ -32,7 +32,10 @@ const startDrainers = Effect.gen(function* () {
 })
 
 /**
- * The `webhooks` round with a pause after its fan-out, while it holds the drain rows it bumped:
+ * The `webhooks` round with a pause after its fan-out (it widens the window; with a release whose
+ * pending check runs in the statement that waits for the lock, instead of a later one, the
+ * no-lost-wake-up test below fails: a drainer lets go although the round it waited for added
+ * deliveries, and they stay pending), while it holds the drain rows it bumped:
  * a drainer that finishes meanwhile must wait for the round's commit and then see its deliveries.
  */
 const slowRound = Effect.flatMap(
@@ -77,10 +80,15 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
           if (pause < 0.3) yield* Effect.sleep(Duration.millis(Math.floor(pause * 10)))
           else if (pause < 0.6) yield* Effect.yieldNow
         }
+        const sql = yield* SqlClient.SqlClient
+        const heldSlots = sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM webhook_drains WHERE job_id IS NOT NULL`.pipe(Effect.map((rows) => rows[0]!.n))
+        // Every request arrived, every delivery is recorded, and every drainer let go of its slot.
         yield* Effect.gen(function* () {
-          while (receiver.log.length < events * subs) yield* Effect.sleep("20 millis")
+          while (receiver.log.length < events * subs || (yield* pendingCount) > 0 || (yield* heldSlots) > 0) {
+            yield* Effect.sleep("20 millis")
+          }
         }).pipe(Effect.timeout("60 seconds"))
-        assert.strictEqual(yield* pendingCount, 0)
         for (let k = 0; k < subs; k++) {
           const seen = receiver.log
             .filter((r) => r.path === `/w${k}`)
@@ -91,10 +99,6 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
             `/w${k}: every event once, in order`,
           )
         }
-        const sql = yield* SqlClient.SqlClient
-        const [slots] = yield* sql<{ held: number }>`
-          SELECT count(*)::int AS held FROM webhook_drains WHERE job_id IS NOT NULL`
-        assert.strictEqual(slots!.held, 0, "every drainer let go of its slot once drained")
       }).pipe(Effect.scoped),
     120_000,
   )
