@@ -312,9 +312,9 @@ const run = Effect.gen(function* () {
       ],
       [
         "round phases, 1% matching",
-        "fan-out statement / jobs validate / jobs statement",
+        "fan-out statement / jobs validate / jobs insert + cursor",
         "ms per round",
-        `${fixed(match.phasesMsPerRound.fanOut ?? Number.NaN)} / ${fixed(match.phasesMsPerRound.jobsValidate ?? Number.NaN)} / ${fixed(match.phasesMsPerRound.jobsStatement ?? Number.NaN)}`,
+        `${fixed(match.phasesMsPerRound.fanOut ?? Number.NaN)} / ${fixed(match.phasesMsPerRound.jobsValidate ?? Number.NaN)} / ${fixed(match.phasesMsPerRound.insertAndCursor ?? Number.NaN)}`,
         "",
         "",
         "",
