@@ -6,6 +6,10 @@
  * Only the kinds the worker runs are claimed, so workers of different versions (or roles) can share
  * a queue without failing each other's jobs. `now` comes from the caller's `Clock` rather than the
  * database's, so that tests drive retries and scheduled jobs with `TestClock`.
+ *
+ * The locked ids are updated through the primary key (`id = ANY(ARRAY(...))`), not joined: as a
+ * join, a large claim on a table full of finished rows was planned as a hash join over a
+ * sequential scan of the whole table (7.5 ms for 510 of 22,000 rows, and growing with the table).
  */
 import { type Array as Arr, Effect } from "effect"
 import { SqlClient } from "effect/sql"
@@ -41,7 +45,7 @@ export const claim = Effect.fnUntraced(function* (
     )
     UPDATE jobs SET state = 'running', attempt = jobs.attempt + 1, attempted_at = clock_timestamp(),
                     attempted_by = ${worker}
-    FROM next WHERE jobs.id = next.id
+    WHERE jobs.id = ANY (ARRAY(SELECT id FROM next))
     RETURNING jobs.id, jobs.kind, jobs.queue, jobs.args, jobs.attempt, jobs.max_attempts AS "maxAttempts",
               jobs.created_at AS "createdAt", jobs.attempted_at AS "attemptedAt", jobs.trace_parent AS "traceParent"`
 })
