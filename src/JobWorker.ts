@@ -113,7 +113,32 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
       const leaseMillis = Duration.toMillis(options.lease ?? Duration.seconds(10))
       const pollInterval = options.pollInterval ?? Duration.seconds(1)
       const queues = Object.entries(options.queues ?? { default: { concurrency: 10 } })
-      const kinds = new Map(options.kinds.map((k) => [k.kind, k]))
+      // What an attempt of each kind needs, made once rather than per job: its args decoder and its
+      // metrics with the kind attribute (a metric keeps its series key cached per instance).
+      const kinds = new Map(
+        options.kinds.map((kind) => {
+          const tagged = <I, S>(metric: Metric.Metric<I, S>) => Metric.withAttributes(metric, { kind: kind.kind })
+          const outcomes: Record<Outcome["_tag"], Metric.Metric<number, unknown> | undefined> = {
+            Completed: tagged(JobMetrics.completed),
+            Cancelled: tagged(JobMetrics.cancelled),
+            Discarded: tagged(JobMetrics.discarded),
+            Retry: tagged(JobMetrics.retried),
+            Snooze: tagged(JobMetrics.snoozed),
+            Release: undefined,
+          }
+          return [
+            kind.kind,
+            {
+              kind,
+              decode: Schema.decodeUnknownExit(kind.args),
+              claimed: tagged(JobMetrics.claimed),
+              insertToStart: tagged(JobMetrics.insertToStart),
+              startToFinish: tagged(JobMetrics.startToFinish),
+              outcomes,
+            },
+          ] as const
+        }),
+      )
       const kindNames = Array.from(kinds.keys())
       if (!Arr.isReadonlyArrayNonEmpty(kindNames))
         return yield* Effect.die("JobWorker.layer needs at least one job kind")
@@ -180,64 +205,60 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         return retryOrDiscard(job, errorOf(job, "defect", Cause.pretty(exit.cause), now), now, kind)
       }
 
-      const count = (metric: typeof JobMetrics.claimed, kind: string) =>
-        Metric.update(Metric.withAttributes(metric, { kind }), 1)
-
-      const metricOf: Record<Outcome["_tag"], typeof JobMetrics.claimed | undefined> = {
-        Completed: JobMetrics.completed,
-        Cancelled: JobMetrics.cancelled,
-        Discarded: JobMetrics.discarded,
-        Retry: JobMetrics.retried,
-        Snooze: JobMetrics.snoozed,
-        Release: undefined,
-      }
-
-      /** Decodes the args and runs the attempt; any result becomes an outcome, never an error. */
-      const attempt = Effect.fnUntraced(function* (job: ClaimedJob, started: number) {
-        // Claims ask only for the kinds in this map.
-        const kind = kinds.get(job.kind)!
-        const args = Schema.decodeUnknownExit(kind.args)(job.args)
-        if (Exit.isFailure(args)) {
-          const message = `args do not decode: ${Cause.pretty(args.cause)}`
-          return { _tag: "Discarded", error: errorOf(job, "bad_args", message, started) } satisfies Outcome
-        }
-        const info: JobInfo = {
-          id: job.id,
-          kind: job.kind,
-          queue: job.queue,
-          attempt: job.attempt,
-          maxAttempts: job.maxAttempts,
-          createdAt: job.createdAt,
-        }
-        const parent = traceParentSpan(job.traceParent)
-        const exit = yield* kind.run(args.value, info).pipe(
-          Effect.timeout(kind.timeout ?? defaultTimeout),
-          Effect.withSpan("Job.run", {
-            attributes: { "job.kind": job.kind, "job.id": String(job.id), "job.attempt": job.attempt },
-            ...(Option.isSome(parent) ? { parent: parent.value } : {}),
-          }),
-          Effect.exit,
-        )
-        return outcomeOf(job, kind, exit, yield* Clock.currentTimeMillis)
-      })
-
-      /** `claimedAt`: this worker's clock when the claim returned, to add any time the job was held. */
+      /**
+       * Runs one attempt; whatever happens becomes an outcome on `finished`, never an error. This is
+       * the hot path for short jobs, so its bookkeeping is synchronous: clock and metrics read from
+       * the job's fiber, the outcome offered without suspending.
+       *
+       * `claimedAt`: this worker's clock when the claim returned, to add any time the job was held.
+       */
       const runJob = (job: ClaimedJob, claimedAt: number) =>
-        Effect.gen(function* () {
-          yield* count(JobMetrics.claimed, job.kind)
-          const started = yield* Clock.currentTimeMillis
+        Effect.withFiber((fiber) => {
+          // Claims ask only for the kinds in this map.
+          const perKind = kinds.get(job.kind)!
+          const { kind } = perKind
+          const context = fiber.context
+          const clock = fiber.getRef(Clock.Clock)
+          const started = clock.currentTimeMillisUnsafe()
+          perKind.claimed.updateUnsafe(1, context)
           if (job.attempt === 1) {
-            yield* Metric.update(
-              Metric.withAttributes(JobMetrics.insertToStart, { kind: job.kind }),
-              job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt),
-            )
+            const insertToStart = job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt)
+            perKind.insertToStart.updateUnsafe(insertToStart, context)
           }
-          const outcome = yield* attempt(job, started)
-          const ended = yield* Clock.currentTimeMillis
-          yield* Metric.update(Metric.withAttributes(JobMetrics.startToFinish, { kind: job.kind }), ended - started)
-          const metric = metricOf[outcome._tag]
-          if (metric !== undefined) yield* count(metric, job.kind)
-          yield* Queue.offer(finished, { id: job.id, attempt: job.attempt, outcome })
+          const record = (outcome: Outcome) => {
+            perKind.startToFinish.updateUnsafe(clock.currentTimeMillisUnsafe() - started, context)
+            perKind.outcomes[outcome._tag]?.updateUnsafe(1, context)
+            Queue.offerUnsafe(finished, { id: job.id, attempt: job.attempt, outcome })
+          }
+          const args = perKind.decode(job.args)
+          if (Exit.isFailure(args)) {
+            const message = `args do not decode: ${Cause.pretty(args.cause)}`
+            record({ _tag: "Discarded", error: errorOf(job, "bad_args", message, started) })
+            return Effect.void
+          }
+          const info: JobInfo = {
+            id: job.id,
+            kind: job.kind,
+            queue: job.queue,
+            attempt: job.attempt,
+            maxAttempts: job.maxAttempts,
+            createdAt: job.createdAt,
+          }
+          const parent = traceParentSpan(job.traceParent)
+          return kind.run(args.value, info).pipe(
+            Effect.timeout(kind.timeout ?? defaultTimeout),
+            Effect.withSpan(
+              "Job.run",
+              {
+                attributes: { "job.kind": job.kind, "job.id": String(job.id), "job.attempt": job.attempt },
+                ...(Option.isSome(parent) ? { parent: parent.value } : {}),
+              },
+              // The span's source is always this line; capturing it per job costs more than a short job.
+              { captureStackTrace: false },
+            ),
+            Effect.exit,
+            Effect.map((exit) => record(outcomeOf(job, kind, exit, clock.currentTimeMillisUnsafe()))),
+          )
         }).pipe(
           // Shutdown interrupted it: put it back for another worker, its attempt not spent.
           Effect.onInterrupt(() =>
