@@ -131,6 +131,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             {
               kind,
               decode: Schema.decodeUnknownExit(kind.args),
+              timeoutMillis: Duration.toMillis(kind.timeout ?? defaultTimeout),
               claimed: tagged(JobMetrics.claimed),
               insertToStart: tagged(JobMetrics.insertToStart),
               startToFinish: tagged(JobMetrics.startToFinish),
@@ -143,6 +144,20 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
       if (!Arr.isReadonlyArrayNonEmpty(kindNames))
         return yield* Effect.die("JobWorker.layer needs at least one job kind")
       const defaultDelay = JobBackoff.exponential()
+
+      // Per-attempt timeouts: one watchdog that wakes every `watchTick` by the worker's Clock and
+      // interrupts the attempts past their deadline, rather than a timer and two racing fibers per
+      // attempt (what `Effect.timeout` costs: more than a short job). So an attempt runs up to one
+      // tick, a tenth of the shortest timeout (at least 10 ms, at most 1 s), past its timeout.
+      const watched = new Set<{
+        readonly fiber: Fiber.Fiber<unknown, unknown>
+        readonly deadline: number
+        timedOut: boolean
+      }>()
+      const watchTick = Math.min(
+        1000,
+        Math.max(10, Math.min(...Array.from(kinds.values(), (k) => k.timeoutMillis)) / 10),
+      )
 
       yield* JobLease.renew(id, leaseMillis)
 
@@ -225,7 +240,9 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             const insertToStart = job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt)
             perKind.insertToStart.updateUnsafe(insertToStart, context)
           }
+          const watch = { fiber, deadline: started + perKind.timeoutMillis, timedOut: false }
           const record = (outcome: Outcome) => {
+            watched.delete(watch)
             perKind.startToFinish.updateUnsafe(clock.currentTimeMillisUnsafe() - started, context)
             perKind.outcomes[outcome._tag]?.updateUnsafe(1, context)
             Queue.offerUnsafe(finished, { id: job.id, attempt: job.attempt, outcome })
@@ -245,8 +262,8 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             createdAt: job.createdAt,
           }
           const parent = traceParentSpan(job.traceParent)
+          watched.add(watch)
           return kind.run(args.value, info).pipe(
-            Effect.timeout(kind.timeout ?? defaultTimeout),
             Effect.withSpan(
               "Job.run",
               {
@@ -258,23 +275,26 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             ),
             Effect.exit,
             Effect.map((exit) => record(outcomeOf(job, kind, exit, clock.currentTimeMillisUnsafe()))),
-          )
-        }).pipe(
-          // Shutdown interrupted it: put it back for another worker, its attempt not spent.
-          Effect.onInterrupt(() =>
-            Effect.flatMap(Clock.currentTimeMillis, (now) =>
-              Queue.offer(finished, {
-                id: job.id,
-                attempt: job.attempt,
-                outcome: {
-                  _tag: "Release",
-                  at: new Date(now),
-                  error: errorOf(job, "interrupted", "the worker shut down while the job ran", now),
-                },
+            // The watchdog interrupted it: a failed attempt. Otherwise shutdown did: put it back for
+            // another worker, its attempt not spent.
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                const now = clock.currentTimeMillisUnsafe()
+                if (watch.timedOut) {
+                  const error = errorOf(job, "timeout", "the attempt exceeded its timeout", now)
+                  return record(retryOrDiscard(job, error, now, kind))
+                }
+                watched.delete(watch)
+                const error = errorOf(job, "interrupted", "the worker shut down while the job ran", now)
+                Queue.offerUnsafe(finished, {
+                  id: job.id,
+                  attempt: job.attempt,
+                  outcome: { _tag: "Release", at: new Date(now), error },
+                })
               }),
             ),
-          ),
-        )
+          )
+        })
 
       const producer = (queue: string, { concurrency, prefetch = 0 }: QueueOptions) =>
         Effect.gen(function* () {
@@ -353,6 +373,15 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
 
       const background = yield* Effect.all(
         [
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            for (const watch of watched) {
+              if (!watch.timedOut && now >= watch.deadline) {
+                watch.timedOut = true
+                watch.fiber.interruptUnsafe()
+              }
+            }
+          }).pipe(Effect.delay(Duration.millis(watchTick)), Effect.forever),
           JobLease.renew(id, leaseMillis).pipe(
             Effect.catchCause((cause) => Effect.logWarning("jobs: lease renewal failed", cause)),
             Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 3))),

@@ -186,6 +186,35 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
     }).pipe(Effect.scoped),
   )
 
+  it.effect("JobsTimeoutRetried: an attempt past its kind's timeout is interrupted and retried as a timeout", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const interrupted = yield* Queue.unbounded<number>()
+      const kind = JobKind.make({
+        kind: "slow",
+        args: Schema.Struct({}),
+        timeout: "200 millis",
+        retryDelay: () => Duration.millis(10),
+        run: (_, job) =>
+          job.attempt === 1
+            ? Effect.never.pipe(Effect.onInterrupt(() => Queue.offer(interrupted, job.attempt)))
+            : Effect.void,
+      })
+      yield* jobs.insert([{ kind: "slow", queue: "timeout", args: {}, maxAttempts: 3 }])
+      const { finalized } = yield* startWorker([kind], "timeout")
+      const first = yield* nextOutcome(finalized)
+      assert.strictEqual(first._tag, "Retry")
+      assert.strictEqual(yield* Queue.take(interrupted), 1, "the attempt was interrupted")
+      assert.strictEqual((yield* nextOutcome(finalized))._tag, "Completed")
+      const r = yield* row("slow")
+      assert.deepStrictEqual([r.state, r.attempt], ["completed", 2])
+      assert.deepStrictEqual(
+        r.errors.map((e) => [e.attempt, e.kind]),
+        [[1, "timeout"]],
+      )
+    }).pipe(Effect.scoped),
+  )
+
   it.effect(
     "JobsPrefetchBoundedByConcurrency: held jobs start as slots free, never more than concurrency at once",
     () =>
