@@ -307,9 +307,32 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           let running = 0
           let mayHaveMore = true
           let stopping = false
+          // A slot asked for a refill; a claim is in flight.
+          let refilling = false
+          let claiming = false
+          // A slot's fiber runs its job, then any held ones, one after another, and frees the slot
+          // when none is left: with prefetch, no fiber per job. Without prefetch a job starts at once,
+          // inside the claiming fiber; with it, through the scheduler, so that the fetcher can send
+          // the next claim while the held jobs run.
           const start = (job: ClaimedJob, claimedAt: number) => {
             running++
-            return FiberSet.run(jobs, Effect.ensuring(runJob(job, claimedAt), freed))
+            const slot = Effect.gen(function* () {
+              let next: { readonly job: ClaimedJob; readonly claimedAt: number } | undefined = { job, claimedAt }
+              while (next !== undefined) {
+                yield* runJob(next.job, next.claimedAt)
+                next = stopping ? undefined : held.shift()
+                if (next !== undefined && mayHaveMore && held.length <= lowWater && !claiming) {
+                  // Time to refill: every slot yields until the fetcher has sent its claim, which
+                  // otherwise waits behind the slots' next jobs until the held ones run out.
+                  if (!refilling) {
+                    refilling = true
+                    yield* poke
+                  }
+                  yield* Effect.yieldNow
+                }
+              }
+            })
+            return FiberSet.run(jobs, Effect.ensuring(slot, freed), { startImmediately: prefetch === 0 })
           }
           // A wake-up from outside says there may be new jobs, whatever the last claim found.
           const wakeUp = Effect.suspend(() => {
@@ -318,6 +341,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           })
           const freed: Effect.Effect<void, never, Exclude<R, Tracer.ParentSpan>> = Effect.suspend(() => {
             running--
+            // Jobs held after this slot last looked (it may yield on its way out) take the slot.
             const next = stopping ? undefined : held.shift()
             const refill = mayHaveMore && held.length <= lowWater ? poke : Effect.void
             return next === undefined ? refill : Effect.andThen(start(next.job, next.claimedAt), refill)
@@ -325,9 +349,20 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           const fetch = Effect.gen(function* () {
             for (;;) {
               const room = concurrency - running + prefetch - held.length
-              if (room <= 0 || held.length > lowWater) return
+              if (room <= 0 || held.length > lowWater) {
+                refilling = false
+                return
+              }
               const now = new Date(yield* Clock.currentTimeMillis)
-              const claimed = yield* claim(queue, kindNames, room, id, now)
+              claiming = true
+              const claimed = yield* claim(queue, kindNames, room, id, now).pipe(
+                Effect.ensuring(
+                  Effect.sync(() => {
+                    claiming = false
+                    refilling = false
+                  }),
+                ),
+              )
               const claimedAt = yield* Clock.currentTimeMillis
               mayHaveMore = claimed.length === room
               for (const job of claimed) {
