@@ -248,6 +248,48 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
       }).pipe(Effect.scoped),
   )
 
+  it.effect("JobsPrefetchTimeoutFreesSlot: a held job still runs when the one before it in its slot times out", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const sql = yield* SqlClient.SqlClient
+      const kind = JobKind.make({
+        kind: "mixed",
+        args: Schema.Struct({ hang: Schema.Boolean }),
+        timeout: "200 millis",
+        run: ({ hang }) => (hang ? Effect.never : Effect.void),
+      })
+      yield* jobs.insert([
+        { kind: "mixed", queue: "slot", args: { hang: true }, maxAttempts: 1, priority: 1 },
+        ...Array.from({ length: 3 }, () => ({ kind: "mixed", queue: "slot", args: { hang: false }, priority: 2 })),
+      ])
+      const { finalized } = yield* Effect.gen(function* () {
+        const finalized = yield* Queue.unbounded<Batch>()
+        yield* Layer.build(
+          JobWorker.layer({
+            kinds: [kind],
+            queues: { slot: { concurrency: 1, prefetch: 3 } },
+            onFinalized: (batch) => Queue.offer(finalized, batch).pipe(Effect.asVoid),
+          }),
+        )
+        return { finalized }
+      })
+      let outcomes: Array<string> = []
+      while (outcomes.length < 4) outcomes = [...outcomes, ...(yield* Queue.take(finalized)).map((f) => f.outcome._tag)]
+      assert.deepStrictEqual(outcomes.sort(), ["Completed", "Completed", "Completed", "Discarded"])
+      const states = yield* sql<{ hang: boolean; state: string }>`
+        SELECT (args->>'hang')::boolean AS hang, state::text FROM jobs WHERE kind = 'mixed' ORDER BY id`
+      assert.deepStrictEqual(
+        states.map((r) => [r.hang, r.state]),
+        [
+          [true, "discarded"],
+          [false, "completed"],
+          [false, "completed"],
+          [false, "completed"],
+        ],
+      )
+    }).pipe(Effect.scoped),
+  )
+
   it.effect("JobsPrefetchReleasedOnShutdown: shutdown puts held jobs back unstarted, their attempt not spent", () =>
     Effect.gen(function* () {
       const jobs = yield* Jobs
