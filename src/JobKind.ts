@@ -34,7 +34,11 @@ export interface JobKind<A = unknown, E = unknown, R = never> {
   readonly kind: string
   readonly args: Schema.Decoder<A>
   readonly run: (args: A, job: JobInfo) => Effect.Effect<void, E | JobCancel | JobSnooze, R>
-  /** Interrupts a run that takes longer (counts as a failed attempt). Default 5 minutes. */
+  /**
+   * Interrupts a run that takes longer (counts as a failed attempt). Default 5 minutes. The worker
+   * checks deadlines every tenth of its shortest kind timeout (10 ms to 1 s), so a run may overstay
+   * by up to that.
+   */
   readonly timeout?: Duration.Input
   /** Delay before retry `attempt + 1` after attempt `attempt` failed. Default: `JobBackoff.exponential`. */
   readonly retryDelay?: (attempt: number) => Duration.Duration

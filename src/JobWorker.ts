@@ -1,12 +1,13 @@
 /**
- * The job runtime: claims jobs in batches, runs each as a fiber under a per-queue concurrency
- * limit, and records outcomes in batches, every change after a claim compare-and-set.
+ * The job runtime: claims jobs in batches, runs them under a per-queue concurrency limit (a fiber
+ * per busy slot), and records outcomes in batches, every change after a claim compare-and-set.
  *
  *   per queue: wake (NOTIFY on `jobs` with the queue's name, reconnect, poll, a freed slot after a
- *   full fetch) -> claim up to the free slots (plus the prefetch room) -> fork each job (or hold
- *   it until a slot frees) -> outcome -> completer
+ *   full fetch) -> claim up to the free slots (plus the prefetch room) -> a fiber per job (held
+ *   jobs wait and run in turn in a slot's fiber) -> outcome -> completer
  *   completer: takes whatever outcomes are waiting (one or a thousand) -> one UPDATE -> repeat
  *   heartbeat: renews this worker's lease; rescuer: puts back jobs of workers whose lease expired
+ *   watchdog: interrupts attempts past their kind's timeout
  *
  * Wake-ups coalesce in a one-slot queue: the first notification starts a fetch at once, and any
  * number arriving during it cause exactly one more; there is no fixed cooldown.
