@@ -56,10 +56,12 @@ export class BenchServer extends Context.Service<
     /**
      * A fresh `@effect/sql-pg` pool on the migrated database; it opens every connection up front,
      * or, with `lazy`, each when first needed (the driver's default, as an application runs it).
+     * `session` sets PostgreSQL settings for this pool's connections only (startup parameters),
+     * for what-if runs; the server's own settings stay durable.
      */
     readonly pool: (
       connections: number,
-      options?: { readonly lazy?: boolean },
+      options?: { readonly lazy?: boolean; readonly session?: Readonly<Record<string, string>> },
     ) => Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError>
   }
 >()("bench/BenchServer") {
@@ -81,7 +83,10 @@ export class BenchServer extends Context.Service<
         ephemeral: true,
       })
       const database = "postgres"
-      const pool = (connections: number, options?: { readonly lazy?: boolean }) =>
+      const pool = (
+        connections: number,
+        options?: { readonly lazy?: boolean; readonly session?: Readonly<Record<string, string>> },
+      ) =>
         PgClient.layer({
           host: server.host,
           port: server.port,
@@ -91,6 +96,7 @@ export class BenchServer extends Context.Service<
           maxConnections: connections,
           minConnections: options?.lazy === true ? 0 : connections,
           applicationName: "bothy-bench",
+          startupParameters: options?.session ?? {},
         })
 
       const settings = yield* Effect.gen(function* () {

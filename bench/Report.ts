@@ -10,11 +10,11 @@ import { Console, Effect } from "effect"
 import type { ServerSettings } from "./BenchServer.ts"
 import type { Machine, Storage } from "./Conditions.ts"
 
-/** A goal from the issue, and whether this run met it. */
+/** A goal from the issue, and whether this run met it; a yes/no goal has boolean value and target. */
 export interface Target {
   readonly name: string
-  readonly value: number
-  readonly target: number
+  readonly value: number | boolean
+  readonly target: number | boolean
   readonly met: boolean
 }
 

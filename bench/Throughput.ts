@@ -98,6 +98,26 @@ export const measure = <E, R>(settings: Settings, producers: (tally: Tally) => E
     } satisfies Run
   })
 
+/**
+ * Runs `effect` once, start to end, and reports how long it took with the same CPU figures as a
+ * window: for work measured by completion (drain a backlog) rather than by a fixed window.
+ */
+export const timed = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const cpu0 = cpuNow()
+    const t0 = performance.now()
+    const value = yield* effect
+    const seconds = (performance.now() - t0) / 1000
+    const cpu1 = cpuNow()
+    const client = process.cpuUsage(cpu0.client)
+    return {
+      value,
+      seconds,
+      clientCores: round2((client.user + client.system) / 1e6 / seconds),
+      machineBusy: round2(1 - (cpu1.idle - cpu0.idle) / (cpu1.total - cpu0.total)),
+    }
+  })
+
 const cpuNow = () => {
   let idle = 0
   let total = 0

@@ -61,7 +61,9 @@ const runOne = (name: string) =>
         const file = yield* Report.write({ name, date, machine, storage, settings: server.settings, report })
         yield* Console.log(`results: ${file}`)
         for (const t of report.targets) {
-          yield* Console.log(`target ${t.met ? "met" : "NOT met"}: ${t.name} (value ${t.value.toFixed(2)})`)
+          yield* Console.log(
+            `target ${t.met ? "met" : "NOT met"}: ${t.name} (value ${typeof t.value === "number" ? t.value.toFixed(2) : String(t.value)})`,
+          )
         }
       }).pipe(Effect.provide(BenchServer.layer)),
     )

@@ -15,6 +15,12 @@ const databaseUrl = Config.Redacted("DATABASE_URL").pipe(
   Effect.mapError((e) => new InvalidConfig({ keys: ["DATABASE_URL"], detail: `DATABASE_URL: ${e.message}` })),
 )
 
+/** Whether `DATABASE_URL` is set (otherwise bothy runs an embedded server). */
+export const external = Effect.map(databaseUrl, Option.isSome)
+
+/** The folder of the embedded server's state. */
+export const home = setting("home", ".bothy", parseText)
+
 /** Connection pool for `DATABASE_URL`, or for an embedded server started for the layer's lifetime. */
 export const layer = Layer.unwrap(
   Effect.gen(function* () {
@@ -23,16 +29,16 @@ export const layer = Layer.unwrap(
     if (Option.isSome(url)) {
       return PgClient.layer({ url: url.value, maxConnections, applicationName: "bothy" })
     }
-    const home = yield* setting("home", ".bothy", parseText)
+    const dir = yield* home
     const port = yield* setting("embedded_port", "54329", parseCount(1, 65535))
     const server = yield* EmbeddedPostgres.start({
-      dataDir: join(home, "pg"),
-      passwordFile: join(home, "password"),
+      dataDir: join(dir, "pg"),
+      passwordFile: join(dir, "password"),
       port,
     })
     yield* Effect.logInfo(
       `embedded PostgreSQL 18 listening on ${server.host}:${server.port} (data in ${server.dataDir}); ` +
-        `connect as postgres://postgres@${server.host}:${server.port}/postgres with the password in ${join(home, "password")}`,
+        `connect as postgres://postgres@${server.host}:${server.port}/postgres with the password in ${join(dir, "password")}`,
     )
     return PgClient.layer({
       host: server.host,

@@ -69,8 +69,11 @@ export interface JobWorkerOptions<R> {
   readonly lease?: Duration.Input
   /** How long shutdown lets running jobs finish before interrupting them. Default 10 s. */
   readonly shutdownTimeout?: Duration.Input
+  /** How long completed jobs stay (default 1 h), and cancelled or discarded ones (default 7 days). */
   readonly completedRetention?: Duration.Input
   readonly deadRetention?: Duration.Input
+  /** How often the cleaner runs. Default 1 minute. */
+  readonly cleanerInterval?: Duration.Input
   readonly workerId?: string
   /** Observes each recorded batch of outcomes, `applied` false where the job was no longer ours. */
   readonly onFinalized?: (batch: ReadonlyArray<Finished & { readonly applied: boolean }>) => Effect.Effect<void>
@@ -443,7 +446,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             Duration.toMillis(options.deadRetention ?? Duration.days(7)),
           ).pipe(
             Effect.catchCause((cause) => Effect.logWarning("jobs: cleaner failed", cause)),
-            Effect.repeat(Schedule.spaced(Duration.minutes(1))),
+            Effect.repeat(Schedule.spaced(options.cleanerInterval ?? Duration.minutes(1))),
           ),
         ].map((task) => Effect.forkScoped(task)),
       )

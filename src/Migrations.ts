@@ -12,12 +12,16 @@ import eventLog from "../migrations/0001_event_log.ts"
 import eventConsumerCursors from "../migrations/0002_event_consumer_cursors.ts"
 import jobs from "../migrations/0003_jobs.ts"
 import jobWorkers from "../migrations/0004_job_workers.ts"
+import permissionGrants from "../migrations/0005_permission_grants.ts"
+import webhooks from "../migrations/0006_webhooks.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
   "0002_event_consumer_cursors": eventConsumerCursors,
   "0003_jobs": jobs,
   "0004_job_workers": jobWorkers,
+  "0005_permission_grants": permissionGrants,
+  "0006_webhooks": webhooks,
 } as const
 
 /** The table in which the migrator records applied migrations. */

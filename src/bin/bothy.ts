@@ -1,7 +1,8 @@
 #!/usr/bin/env node
+import { join } from "node:path"
 /**
- * The `bothy` command. `worker` runs the long-lived process (migrations, partition maintenance,
- * and the consumers and job workers as they land); `migrate` applies migrations and exits.
+ * The `bothy` command. `worker` runs the long-lived process (see `Worker`); `migrate` applies
+ * migrations and exits.
  * Without `DATABASE_URL` both start an embedded PostgreSQL under `.bothy/` and stop it on exit.
  *
  * SIGTERM and SIGINT interrupt the main fiber, so every finalizer runs (the embedded server stops
@@ -10,27 +11,26 @@
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer } from "effect"
 import { Command } from "effect/cli"
-import type { Settings } from "../BothyConfig.ts"
 import * as BothyConfig from "../BothyConfig.ts"
 import * as Database from "../Database.ts"
-import * as EventLogPartitions from "../EventLogPartitions.ts"
-
-const Worker = (settings: Settings) =>
-  EventLogPartitions.maintain.pipe(
-    Layer.provide(Database.migrate),
-    Layer.provide(Layer.merge(BothyConfig.BothyConfig.layerWith(settings), Database.layer)),
-  )
+import * as WebhookConfig from "../WebhookConfig.ts"
+import * as Worker from "./Worker.ts"
 
 // Settings are validated before anything starts, so a bad value never leaves a server behind.
 const worker = Command.make("worker", {}, () =>
   Effect.gen(function* () {
     const settings = yield* BothyConfig.load
-    yield* Effect.logInfo("bothy worker running; SIGTERM or Ctrl-C stops it").pipe(
-      Effect.andThen(Effect.never),
-      Effect.provide(Worker(settings)),
-    )
+    yield* WebhookConfig.checkRetention(settings.sync.eventRetention)
+    // The embedded development server keeps its sealing key beside its data unless one is given.
+    const key = (yield* Database.external)
+      ? undefined
+      : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
+    const webhooks = yield* WebhookConfig.load(key)
+    yield* Effect.logInfo(
+      "bothy worker running (consumer: webhooks; job queue: webhooks); SIGTERM or Ctrl-C stops it",
+    ).pipe(Effect.andThen(Effect.never), Effect.provide(Worker.layer(settings, webhooks)))
   }),
-).pipe(Command.withDescription("Run the worker: migrations, log maintenance, consumers and jobs"))
+).pipe(Command.withDescription("Run the worker: migrations, log maintenance, the webhooks consumer and deliveries"))
 
 const migrate = Command.make("migrate", {}, () =>
   Layer.build(Database.migrate).pipe(Effect.scoped, Effect.provide(Database.layer)),

@@ -1,16 +1,25 @@
+import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Redacted } from "effect"
+import { Effect, Layer, Queue, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
+import { Webhook } from "standardwebhooks"
 import { inject } from "vitest"
+import { EventLog } from "../../src/EventLog.ts"
 import * as Migrations from "../../src/Migrations.ts"
+import * as PermissionGrants from "../../src/PermissionGrants.ts"
+import { webhookDeliver } from "../../src/Permissions.ts"
+import * as SecretBox from "../../src/SecretBox.ts"
+import { WebhookConfig } from "../../src/WebhookConfig.ts"
+import { Webhooks } from "../../src/Webhooks.ts"
 import { withDatabase } from "../support/DatabaseUrl.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { adminSql } from "../support/TestDatabase.ts"
+import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 const freePort = Effect.callback<number>((resume) => {
   const server = createServer().listen(0, "127.0.0.1", () => {
@@ -107,5 +116,48 @@ describe("bothy command", () => {
         }
       }).pipe(Effect.scoped),
     120_000,
+  )
+
+  it.live("the worker delivers a signed webhook end to end: append, webhooks consumer, delivery job, receiver", () =>
+    Effect.gen(function* () {
+      const name = `t_cli_w_${process.pid}_${Date.now()}`
+      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
+        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
+      )
+      const url = withDatabase(inject("pgAdminUrl"), name)
+      const rawKey = randomBytes(32).toString("base64")
+      const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+      const Db = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
+      const secretKey = yield* SecretBox.parseKey(Redacted.make(rawKey))
+      const services = Layer.mergeAll(EventLog.layer, Webhooks.layer).pipe(
+        Layer.provideMerge(
+          WebhookConfig.layerWith({ secretKey, policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] } }),
+        ),
+        Layer.provideMerge(Db),
+      )
+      const sub = yield* Effect.gen(function* () {
+        yield* PermissionGrants.grant("cli-owner", webhookDeliver, "cli-space")
+        return yield* (yield* Webhooks).create({
+          owner: "cli-owner",
+          url: receiver.url("/cli"),
+          scope: ["cli-space"],
+          eventTypes: [],
+        })
+      }).pipe(Effect.provide(services))
+      const worker = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], {
+        DATABASE_URL: url,
+        BOTHY_WEBHOOK_SECRET_KEY: rawKey,
+        BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK: "true",
+      })
+      yield* worker.waitFor(/worker running/)
+      yield* Effect.flatMap(EventLog, (log) =>
+        log.append([{ space: "cli-space", type: "cli.tested", actor: "cli", payload: { ok: true } }]),
+      ).pipe(Effect.provide(services))
+      const got = yield* Queue.take(receiver.received).pipe(Effect.timeout("30 seconds"))
+      new Webhook(Redacted.value(sub.secret)).verify(got.body, got.headers as Record<string, string>)
+      assert.deepStrictEqual(JSON.parse(got.body).data, { ok: true })
+      worker.child.kill("SIGTERM")
+      assert.strictEqual((yield* worker.exited).code, 0)
+    }).pipe(Effect.scoped),
   )
 })

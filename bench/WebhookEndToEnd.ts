@@ -1,0 +1,470 @@
+/**
+ * Webhooks end to end: from an event's commit to its request arriving at a local receiver, with
+ * the whole delivery path running for real in this process while a producer appends at a steady
+ * rate, one event per transaction.
+ *
+ *   producer fiber:  a tick every 1/rate s ──fork──> EventLog.append ──returns──> committedAt[i]
+ *   worker side:     WebhooksConsumer.layer (round: deliveries + jobs) ─> JobWorker (queue webhooks,
+ *                    WebhookDelivery kind: prepare, sign, POST, record) ─> BenchReceiver
+ *   receiver:        request for event i (payload.i in the envelope's data) ──> arrivedAt[i]
+ *   sampler:         every second, pending deliveries and event_log head − webhooks cursor
+ *
+ * `S` subscriptions, subscription k covering the one space `bench-k` with no type filter, each with
+ * its own receiver path `/s{k}`; event i goes to space `bench-(i mod S)`, so every event matches
+ * exactly one subscription and each gets rate/S events per second. The owner holds
+ * `webhook_out.deliver` on every space, so nothing is suppressed.
+ *
+ * The producer is open-loop, as in `Handoff.ts`: each append is forked at its due time (t₀ + i/rate)
+ * without waiting for the previous one, so a slow delivery path cannot thin out the load. All
+ * stamps are `performance.now()` in this one process; `DeliveryTrace` splits each event's latency
+ * into phases from the spans the consumer and worker already make.
+ *
+ * Producer, worker side, receiver and PostgreSQL share the machine (and the first three one Node
+ * event loop), as a small deployment would.
+ */
+import { Context, Duration, Effect, Fiber, FiberSet, Layer, Option } from "effect"
+import { SqlClient } from "effect/sql"
+import type { NewEvent } from "../src/Event.ts"
+import { EventLog } from "../src/EventLog.ts"
+import { Jobs } from "../src/Jobs.ts"
+import * as JobWorker from "../src/JobWorker.ts"
+import { NotificationStream } from "../src/NotificationStream.ts"
+import * as PermissionGrants from "../src/PermissionGrants.ts"
+import { webhookDeliver } from "../src/Permissions.ts"
+import { WebhookConfig, type WebhookSettings } from "../src/WebhookConfig.ts"
+import * as WebhookDelivery from "../src/WebhookDelivery.ts"
+import { Webhooks } from "../src/Webhooks.ts"
+import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
+import * as BenchReceiver from "./BenchReceiver.ts"
+import { BenchServer } from "./BenchServer.ts"
+import * as Conditions from "./Conditions.ts"
+import * as DeliveryTrace from "./DeliveryTrace.ts"
+import { type Distribution, distribution } from "./Handoff.ts"
+import * as Throughput from "./Throughput.ts"
+
+export interface EndToEndConfig {
+  readonly eventsPerSecond: number
+  /** Measured events are those due in this window, after the warm-up. */
+  readonly seconds: number
+  readonly warmupSeconds: number
+  readonly subscriptions: number
+  readonly batchSize: number
+  readonly pollInterval: Duration.Input
+  /** The job worker's concurrency on queue `webhooks`. */
+  readonly concurrency: number
+  /** Pool of the worker side (consumer, job worker, deliveries); the LISTEN connection is extra. */
+  readonly workerConnections: number
+  readonly producerConnections: number
+  /** How long to wait, after the last append, for every request to arrive. */
+  readonly drainSeconds: number
+  /** Growth of a backlog per second, as a share of the offered rate, still counted as flat. */
+  readonly flatSlopeShare: number
+  readonly webhookSettings: WebhookSettings
+}
+
+export const owner = "bench-owner"
+export const spaceOf = (k: number) => `bench-${k}`
+
+/** Event i: space `bench-(i mod subscriptions)`, about 100 bytes of payload carrying `i`. */
+export const eventAt = (i: number, subscriptions: number): NewEvent => {
+  const hex = (n: number) => (Math.imul(n + 1, 2654435761) >>> 0).toString(16).padStart(8, "0")
+  return {
+    space: spaceOf(i % subscriptions),
+    type: ["order.placed", "order.shipped", "invoice.paid"][i % 3]!,
+    actor: `user:${hex(i)}`,
+    payload: {
+      i,
+      id: `ord_${hex(i * 7)}`,
+      amount: 1000 + ((i * 3779) % 90000),
+      currency: ["EUR", "USD", "GBP"][i % 3]!,
+      note: "leave at the door",
+    },
+  }
+}
+
+interface Sample {
+  /** Seconds since the production start. */
+  readonly t: number
+  readonly pendingDeliveries: number
+  readonly parkedDeliveries: number
+  readonly cursorLag: number
+  readonly runnableJobs: number
+  /** Worker-side backends waiting on a lock (row locks: a round and deliveries of one subscription); producers excluded. */
+  readonly lockWaiters: number
+}
+
+/** Least-squares slope of `y` over `t`, per second. */
+const slope = (points: ReadonlyArray<{ readonly t: number; readonly y: number }>) => {
+  const n = points.length
+  if (n < 2) return Number.NaN
+  const mt = points.reduce((s, p) => s + p.t, 0) / n
+  const my = points.reduce((s, p) => s + p.y, 0) / n
+  const num = points.reduce((s, p) => s + (p.t - mt) * (p.y - my), 0)
+  const den = points.reduce((s, p) => s + (p.t - mt) ** 2, 0)
+  return den === 0 ? Number.NaN : num / den
+}
+
+const round3 = (n: number) => Math.round(n * 1000) / 1000
+
+const series = (samples: ReadonlyArray<Sample>, pick: (s: Sample) => number, limit: number) => {
+  const values = samples.map(pick)
+  const perSecond = slope(samples.map((s) => ({ t: s.t, y: pick(s) })))
+  return {
+    first: values[0] ?? Number.NaN,
+    last: values.at(-1) ?? Number.NaN,
+    max: values.length === 0 ? Number.NaN : Math.max(...values),
+    slopePerSecond: round3(perSecond),
+    flat: perSecond <= limit,
+  }
+}
+
+// ---- one run ---------------------------------------------------------------------------------
+
+export const measure = (config: EndToEndConfig) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
+    const sql = yield* SqlClient.SqlClient
+
+    // A clean slate: no subscriptions, deliveries or jobs; the consumer caught up with the log.
+    yield* sql`TRUNCATE webhook_subscriptions CASCADE`
+    yield* sql`TRUNCATE jobs`
+    yield* sql`
+      UPDATE event_consumer_cursors SET last_seq = (SELECT value FROM event_seq)
+      WHERE name = ${WebhooksConsumer.name}`
+    yield* sql.unsafe("VACUUM event_consumer_cursors, webhook_subscriptions, jobs")
+    yield* sql.unsafe("CHECKPOINT")
+
+    const interval = 1000 / config.eventsPerSecond
+    const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
+    const total = warm + Math.round(config.seconds * config.eventsPerSecond)
+    const committedAt = new Float64Array(total).fill(Number.NaN)
+    const appendMs = new Float64Array(total).fill(Number.NaN)
+    const lateTick = new Float64Array(total).fill(Number.NaN)
+    const arrivedAt = new Float64Array(total).fill(Number.NaN)
+    let received = 0
+    let duplicates = 0
+    let outOfOrder = 0
+    let unexpected = 0
+    const lastSequence = new Map<string, number>()
+
+    const receiver = yield* BenchReceiver.start(({ path, body, arrivedAt: at }) => {
+      let envelope: { readonly sequence: number; readonly data: { readonly i: number } }
+      try {
+        envelope = JSON.parse(body)
+      } catch {
+        unexpected++
+        return
+      }
+      const i = envelope.data?.i
+      if (typeof i !== "number" || i < 0 || i >= total) {
+        unexpected++
+        return
+      }
+      if (!Number.isNaN(arrivedAt[i]!)) {
+        duplicates++
+        return
+      }
+      arrivedAt[i] = at
+      received++
+      if ((lastSequence.get(path) ?? 0) >= envelope.sequence) outOfOrder++
+      lastSequence.set(path, envelope.sequence)
+    })
+
+    // Subscriptions through the public service, as a host app creates them.
+    const webhooks = yield* Layer.build(
+      Webhooks.layer.pipe(Layer.provide(WebhookConfig.layerWith(config.webhookSettings))),
+    )
+    for (let k = 0; k < config.subscriptions; k++) {
+      yield* PermissionGrants.grant(owner, webhookDeliver, spaceOf(k))
+      yield* Context.get(webhooks, Webhooks).create({
+        owner,
+        url: receiver.url(`/s${k}`),
+        eventTypes: [],
+        scope: [spaceOf(k)],
+      })
+    }
+    const [row] = yield* sql<{ base: bigint }>`SELECT value AS base FROM event_seq`
+    const base = row!.base
+
+    // ---- the worker side: one pool, as one `bothy worker` process would have ----
+    const trace = DeliveryTrace.recorder()
+    const worker = yield* Layer.build(
+      Layer.mergeAll(EventLog.layer, Jobs.layer, PermissionGrants.layer, NotificationStream.layer()).pipe(
+        Layer.provideMerge(WebhookConfig.layerWith(config.webhookSettings)),
+        Layer.provideMerge(server.pool(config.workerConnections)),
+      ),
+    )
+    yield* Effect.gen(function* () {
+      const kind = yield* WebhookDelivery.make
+      yield* Layer.build(
+        Layer.merge(
+          WebhooksConsumer.layer({ batchSize: config.batchSize, pollInterval: config.pollInterval }),
+          JobWorker.layer({ kinds: [kind], queues: { [WebhooksConsumer.queue]: { concurrency: config.concurrency } } }),
+        ),
+      )
+    }).pipe(Effect.provide(worker), Effect.withTracer(trace.tracer))
+    // Ready: the consumer's start-up round has run and the LISTEN connection is up.
+    const stream = Context.get(worker, NotificationStream)
+    yield* Effect.gen(function* () {
+      while (trace.roundsEnded() === 0 || Option.isNone(yield* stream.backendPid)) yield* Effect.sleep("10 millis")
+    }).pipe(Effect.timeout("30 seconds"), Effect.orDie)
+
+    // ---- sampler: every second from the production start ----
+    const samples: Array<Sample> = []
+    const sampleNow = (t0: number) =>
+      sql<Omit<Sample, "t">>`
+        SELECT (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending')::int AS "pendingDeliveries",
+               (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending' AND parked)::int AS "parkedDeliveries",
+               ((SELECT value FROM event_seq)
+                 - (SELECT last_seq FROM event_consumer_cursors WHERE name = ${WebhooksConsumer.name}))::int AS "cursorLag",
+               (SELECT count(*) FROM jobs WHERE queue = ${WebhooksConsumer.queue}
+                  AND state IN ('available', 'scheduled', 'retryable'))::int AS "runnableJobs",
+               (SELECT count(*) FROM pg_stat_activity
+                WHERE wait_event_type = 'Lock' AND application_name = 'bothy-bench'
+                  AND query NOT LIKE '%UPDATE event_seq%')::int AS "lockWaiters"`.pipe(
+        Effect.map(([s]) => ({ t: round3((performance.now() - t0) / 1000), ...s! })),
+      )
+
+    const producer = yield* Layer.build(
+      EventLog.layer.pipe(Layer.provideMerge(server.pool(config.producerConnections))),
+    )
+    const log = Context.get(producer, EventLog)
+    const appends = yield* FiberSet.make<void, unknown>()
+    const t0 = performance.now() + 10
+    const sampler = yield* Effect.gen(function* () {
+      for (let k = 0; ; k++) {
+        const wait = t0 + k * 1000 - performance.now()
+        if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
+        samples.push(yield* sampleNow(t0))
+      }
+    }).pipe(Effect.forkChild)
+
+    const production = yield* Throughput.timed(
+      Effect.gen(function* () {
+        for (let i = 0; i < total; i++) {
+          const due = t0 + i * interval
+          const wait = due - performance.now()
+          // Whole ms: Node truncates a fractional timeout, which would fire the tick early.
+          if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
+          const sent = performance.now()
+          lateTick[i] = sent - due
+          yield* FiberSet.run(
+            appends,
+            log.append([eventAt(i, config.subscriptions)]).pipe(
+              Effect.tap(() =>
+                Effect.sync(() => {
+                  const now = performance.now()
+                  committedAt[i] = now
+                  appendMs[i] = now - sent
+                }),
+              ),
+              Effect.asVoid,
+              Effect.orDie,
+            ),
+          )
+        }
+        yield* FiberSet.awaitEmpty(appends)
+      }),
+    )
+    const producedAt = performance.now()
+    const atProductionEnd = yield* sampleNow(t0)
+    const receivedAtProductionEnd = received
+
+    // ---- drain, bounded ----
+    const deadline = producedAt + config.drainSeconds * 1000
+    while (received < total && performance.now() < deadline) yield* Effect.sleep("20 millis")
+    const drainedAt = performance.now()
+    yield* Fiber.interrupt(sampler)
+    const afterDrain = yield* sampleNow(t0)
+    const fdatasyncMsAfter = (yield* Conditions.storage(server.folder)).fdatasyncMs
+
+    // ---- jobs, deliveries and events, to map the spans ----
+    const jobRows = yield* sql<{ job: string; i: number; sub: string }>`
+      SELECT j.id::text AS job, (e.payload->>'i')::int AS i, d.subscription_id::text AS sub
+      FROM jobs AS j
+      JOIN webhook_deliveries AS d ON d.id = (j.args->>'delivery')::bigint
+      JOIN event_log AS e ON e.seq = d.event_seq
+      WHERE j.kind = ${WebhooksConsumer.deliverKind} AND e.seq > ${base}`
+    const seqRows = yield* sql<{ seq: bigint; i: number }>`
+      SELECT seq, (payload->>'i')::int AS i FROM event_log WHERE seq > ${base}`
+    const [attempts] = yield* sql<{ attempts: number; non2xx: number; deliveries: number; delivered: number }>`
+      SELECT (SELECT count(*) FROM webhook_attempts)::int AS attempts,
+             (SELECT count(*) FROM webhook_attempts WHERE status IS NULL OR status NOT BETWEEN 200 AND 299)::int AS non2xx,
+             (SELECT count(*) FROM webhook_deliveries)::int AS deliveries,
+             (SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered')::int AS delivered`
+
+    // ---- figures over the measured events (after the warm-up) ----
+    const roundOf = new Int32Array(total).fill(-1)
+    const indexOfSeq = new Map(seqRows.map((r) => [r.seq, r.i]))
+    trace.rounds.forEach((r, n) => {
+      for (let seq = r.fromSeq; seq <= r.toSeq; seq++) {
+        const i = indexOfSeq.get(seq)
+        if (i !== undefined && i >= 0 && i < total) roundOf[i] = n
+      }
+    })
+    const jobsOf = new Map<number, Array<string>>()
+    const subOf = new Map<number, string>()
+    for (const r of jobRows) {
+      jobsOf.set(r.i, [...(jobsOf.get(r.i) ?? []), r.job])
+      subOf.set(r.i, r.sub)
+    }
+    const firstClaim = (i: number) =>
+      Math.min(...(jobsOf.get(i) ?? []).map((j) => trace.jobRuns.get(j)?.start ?? Number.POSITIVE_INFINITY))
+    const sendingJob = (i: number) => (jobsOf.get(i) ?? []).find((j) => trace.sends.has(j))
+    const send = (i: number) => {
+      const j = sendingJob(i)
+      return j === undefined ? undefined : trace.sends.get(j)
+    }
+    const sendingRun = (i: number) => {
+      const j = sendingJob(i)
+      return j === undefined ? undefined : trace.jobRuns.get(j)
+    }
+    const work = (job: string | undefined) => (job === undefined ? undefined : trace.work.get(job))
+    const tx = (i: number, n: number) => work(sendingJob(i))?.transactions[n]
+    const nan = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? Number.NaN : n)
+    const roundEnd = (i: number) => trace.rounds[roundOf[i]!]?.end ?? Number.NaN
+    const roundStart = (i: number) => trace.rounds[roundOf[i]!]?.start ?? Number.NaN
+
+    const measured = Array.from({ length: total - warm }, (_, k) => warm + k)
+    const delivered = measured.filter((i) => !Number.isNaN(arrivedAt[i]!))
+    const of = (f: (i: number) => number) => distribution(delivered.map(f))
+    const parkedJobs = delivered.flatMap((i) => (jobsOf.get(i) ?? []).filter((j) => !trace.sends.has(j)))
+
+    // Consecutive deliveries of one subscription where the next was already waiting: the gap from
+    // the end of one delivery's job to the start of the job that sends the next (per-subscription
+    // ordering makes this, plus the delivery itself, the subscription's cycle time).
+    const handoverGaps: Array<number> = []
+    const cycleTimes: Array<number> = []
+    const bySub = new Map<string, Array<number>>()
+    for (const i of delivered) {
+      const s = subOf.get(i)
+      if (s !== undefined) bySub.set(s, [...(bySub.get(s) ?? []), i])
+    }
+    for (const list of bySub.values()) {
+      list.sort((a, b) => a - b)
+      for (let n = 1; n < list.length; n++) {
+        const prev = sendingRun(list[n - 1]!)
+        const next = sendingRun(list[n]!)
+        if (prev === undefined || next === undefined) continue
+        if (roundEnd(list[n]!) < prev.end) {
+          handoverGaps.push(next.start - prev.end)
+          cycleTimes.push(next.start - prev.start)
+        }
+      }
+    }
+
+    const windowStart = t0 + warm * interval
+    const windowEnd = t0 + (total - 1) * interval
+    const arrivalsInWindow = Array.from(arrivedAt).filter((a) => a >= windowStart && a <= windowEnd).length
+    const windowSamples = samples.filter((s) => s.t * 1000 >= warm * interval && s.t * 1000 <= (total - 1) * interval)
+    const limit = config.flatSlopeShare * config.eventsPerSecond
+    const pending = series(windowSamples, (s) => s.pendingDeliveries, limit)
+    const lag = series(windowSamples, (s) => s.cursorLag, limit)
+    const lastArrival = Math.max(...delivered.map((i) => arrivedAt[i]!))
+    const jobsPerDelivery = delivered.map((i) => jobsOf.get(i)?.length ?? Number.NaN)
+
+    return {
+      events: measured.length,
+      delivered: delivered.length,
+      undelivered: measured.length - delivered.length,
+      duplicates,
+      outOfOrder,
+      unexpectedRequests: unexpected,
+      achievedEventsPerSecond: round3(((measured.length - 1) / (committedAt[total - 1]! - committedAt[warm]!)) * 1000),
+      deliveriesPerSecond: round3((arrivalsInWindow / (windowEnd - windowStart)) * 1000),
+      measuredDeliveriesPerSecond: round3(
+        ((delivered.length - 1) / (lastArrival - Math.min(...delivered.map((i) => arrivedAt[i]!)))) * 1000,
+      ),
+      latencyMs: of((i) => arrivedAt[i]! - committedAt[i]!),
+      backlog: {
+        criterion: `flat = least-squares slope over the measured window's 1 s samples <= ${config.flatSlopeShare * 100}% of the offered rate (${limit}/s), for pending deliveries and for the cursor lag alike`,
+        flat: pending.flat && lag.flat,
+        lockWaiters: {
+          note: "worker-side backends waiting on a lock at each sample in the measured window (producers excluded)",
+          mean: round3(windowSamples.reduce((n, x) => n + x.lockWaiters, 0) / Math.max(1, windowSamples.length)),
+          max: Math.max(0, ...windowSamples.map((x) => x.lockWaiters)),
+        },
+        pendingDeliveries: pending,
+        cursorLag: lag,
+        atProductionEnd: {
+          pendingDeliveries: atProductionEnd.pendingDeliveries,
+          cursorLag: atProductionEnd.cursorLag,
+          runnableJobs: atProductionEnd.runnableJobs,
+          notYetReceived: total - receivedAtProductionEnd,
+        },
+        afterDrain: {
+          pendingDeliveries: afterDrain.pendingDeliveries,
+          cursorLag: afterDrain.cursorLag,
+          notReceived: total - received,
+        },
+        drained: received === total,
+        /** Requests per second after the producer stopped, until drained (or the bound). */
+        drainDeliveriesPerSecond: round3(((received - receivedAtProductionEnd) / (drainedAt - producedAt)) * 1000),
+        drainSeconds: round3((drainedAt - producedAt) / 1000),
+        drainBoundSeconds: config.drainSeconds,
+        samples,
+      },
+      breakdownMs: {
+        note:
+          "per delivered event; commitToRoundEnd + roundEndToFirstClaim + orderingWait + claimToSend + sendToArrival = latency. " +
+          "orderingWait: from the first claim of a job for the delivery to the claim of the job that sent it (parked behind the subscription's previous delivery, then woken by a new job)",
+        commitToRoundStart: of((i) => roundStart(i) - committedAt[i]!),
+        roundDuration: of((i) => roundEnd(i) - roundStart(i)),
+        commitToRoundEnd: of((i) => roundEnd(i) - committedAt[i]!),
+        roundEndToFirstClaim: of((i) => nan(firstClaim(i)) - roundEnd(i)),
+        orderingWait: of((i) => nan(sendingRun(i)?.start) - nan(firstClaim(i))),
+        claimToSend: of((i) => nan(send(i)?.start) - nan(sendingRun(i)?.start)),
+        sendToArrival: of((i) => arrivedAt[i]! - nan(send(i)?.start)),
+        arrivalToJobEnd: of((i) => nan(sendingRun(i)?.end) - arrivedAt[i]!),
+      },
+      perSubscription: {
+        note: "deliveries of one subscription run one at a time, in order: its ceiling is 1000 / cycleMs deliveries/s, against rate/subscriptions offered",
+        offeredPerSecond: config.eventsPerSecond / config.subscriptions,
+        sendingJobMs: of((i) => nan(sendingRun(i)?.end) - nan(sendingRun(i)?.start)),
+        sendingJobPhasesMs: {
+          note: "the job that sent, split by its spans: start -> prepare transaction -> sign -> send -> record transaction -> end",
+          toPrepare: of((i) => nan(tx(i, 0)?.start) - nan(sendingRun(i)?.start)),
+          prepareTransaction: of((i) => nan(tx(i, 0)?.end) - nan(tx(i, 0)?.start)),
+          sign: of((i) => nan(send(i)?.start) - nan(tx(i, 0)?.end)),
+          send: of((i) => nan(send(i)?.end) - nan(send(i)?.start)),
+          toRecord: of((i) => nan(tx(i, 1)?.start) - nan(send(i)?.end)),
+          recordTransaction: of((i) => nan(tx(i, 1)?.end) - nan(tx(i, 1)?.start)),
+          afterRecord: of((i) => nan(sendingRun(i)?.end) - nan(tx(i, 1)?.end)),
+        },
+        statementsPerSendingJob: of((i) => nan(work(sendingJob(i))?.statements)),
+        statementMsPerSendingJob: of((i) => nan(work(sendingJob(i))?.statementMs)),
+        parkedJobMs: distribution(
+          parkedJobs.map((j) => nan(trace.jobRuns.get(j)?.end) - nan(trace.jobRuns.get(j)?.start)),
+        ),
+        statementsPerParkedJob: distribution(parkedJobs.map((j) => nan(work(j)?.statements))),
+        handoverGapMs: distribution(handoverGaps),
+        cycleMs: distribution(cycleTimes),
+      },
+      jobs: {
+        perDelivery: distribution(jobsPerDelivery),
+        parkedShare: round3(jobsPerDelivery.filter((n) => n > 1).length / Math.max(1, jobsPerDelivery.length)),
+        attempts: attempts!.attempts,
+        non2xxAttempts: attempts!.non2xx,
+        deliveries: attempts!.deliveries,
+        deliveredRows: attempts!.delivered,
+      },
+      rounds: {
+        processed: trace.rounds.length,
+        eventsPerRound: distribution(trace.rounds.map((r) => r.events)),
+        durationMs: distribution(trace.rounds.map((r) => r.end - r.start)),
+        fanOutStatementMs: distribution(trace.rounds.map((r) => r.fanOutMs)),
+        jobsInsertMs: distribution(trace.rounds.map((r) => r.jobsInsertMs)),
+      },
+      producer: {
+        appendMs: distribution(measured.map((i) => appendMs[i]!)),
+        lateTickMs: distribution(measured.map((i) => lateTick[i]!)),
+        producedSeconds: round3(production.seconds),
+      },
+      clientCores: production.clientCores,
+      machineBusy: production.machineBusy,
+      fdatasyncMsAfter,
+    }
+  }).pipe(Effect.scoped)
+
+export type EndToEndResult = Effect.Success<ReturnType<typeof measure>>
+export type { Distribution }

@@ -1,0 +1,201 @@
+import { assert, layer } from "@effect/vitest"
+import { Duration, Effect, Layer, Queue, Redacted, type Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { Webhook } from "standardwebhooks"
+import { EventLog } from "../src/EventLog.ts"
+import * as JobWorker from "../src/JobWorker.ts"
+import * as PermissionGrants from "../src/PermissionGrants.ts"
+import { webhookDeliver } from "../src/Permissions.ts"
+import * as WebhookDelivery from "../src/WebhookDelivery.ts"
+import { Webhooks } from "../src/Webhooks.ts"
+import * as TestWebhooks from "./support/TestWebhooks.ts"
+import * as WebhookReceiver from "./support/WebhookReceiver.ts"
+
+const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(20)] })
+
+const round = TestWebhooks.round()
+
+/** Delivery jobs run from here on, for the rest of the test's scope. */
+const startDeliveries = Effect.gen(function* () {
+  const kind = yield* WebhookDelivery.make
+  yield* Layer.build(
+    JobWorker.layer({ kinds: [kind], queues: { webhooks: { concurrency: 8 } }, pollInterval: "200 millis" }),
+  )
+})
+
+const subscribe = (owner: string, url: string, scope: ReadonlyArray<string>, eventTypes: ReadonlyArray<string> = []) =>
+  Effect.gen(function* () {
+    for (const space of scope) yield* PermissionGrants.grant(owner, webhookDeliver, space)
+    return yield* (yield* Webhooks).create({ owner, url, scope, eventTypes })
+  })
+
+const append = (space: string, type: string, payload: Schema.Json) =>
+  Effect.flatMap(EventLog, (log) => log.append([{ space, type, actor: "tester", payload }]))
+
+const deliveries = (subscriptionId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ eventSeq: bigint; state: string; deadReason: string | null; attempts: number }>`
+      SELECT event_seq AS "eventSeq", state, dead_reason AS "deadReason", attempts
+      FROM webhook_deliveries WHERE subscription_id = ${subscriptionId}::uuid ORDER BY event_seq`,
+  )
+
+/** Waits until no delivery of the subscription is pending. */
+const settled = (subscriptionId: string) =>
+  Effect.gen(function* () {
+    while ((yield* deliveries(subscriptionId)).some((d) => d.state === "pending")) yield* Effect.sleep("20 millis")
+  }).pipe(Effect.timeout("60 seconds"))
+
+const subscription = (id: string) => Effect.flatMap(Webhooks, (w) => w.get(id))
+
+layer(Live, { excludeTestServices: true })("Webhooks", (it) => {
+  it.effect(
+    "DeliveryRevokedRightIsDeadWithoutRequest: revoked between round and job; the deliveries behind go out",
+    () =>
+      Effect.gen(function* () {
+        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+        const sub = yield* subscribe("owner-r", receiver.url("/revoked"), ["rev-a", "rev-b"])
+        const e1 = yield* append("rev-a", "item.created", { n: 1 })
+        yield* append("rev-b", "item.created", { n: 2 })
+        yield* append("rev-b", "item.created", { n: 3 })
+        const e4 = yield* append("rev-a", "item.created", { n: 4 })
+        assert.strictEqual((yield* round)._tag, "Processed")
+        yield* PermissionGrants.revoke("owner-r", webhookDeliver, "rev-a")
+        yield* startDeliveries
+        yield* settled(sub.id)
+        const rows = yield* deliveries(sub.id)
+        assert.deepStrictEqual(
+          rows.map((d) => [d.state, d.deadReason, d.attempts]),
+          [
+            ["dead", "permission", 0],
+            ["delivered", null, 1],
+            ["delivered", null, 1],
+            ["dead", "permission", 0],
+          ],
+        )
+        assert.deepStrictEqual(
+          receiver.log.map((r) => (JSON.parse(r.body) as { data: { n: number } }).data.n),
+          [2, 3],
+          "no request for the revoked space",
+        )
+        assert.strictEqual((yield* subscription(sub.id)).lastDeliveredSeq, e4.lastSeq, "moved past the dead ones")
+        assert.isTrue(e1.lastSeq < e4.lastSeq)
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect("DeliveryScopeRemovedIsDead: the space leaves the subscription's scope between round and job", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+      const sub = yield* subscribe("owner-s", receiver.url("/scoped"), ["scope-a", "scope-b"])
+      yield* append("scope-a", "item.created", { n: 1 })
+      yield* append("scope-b", "item.created", { n: 2 })
+      assert.strictEqual((yield* round)._tag, "Processed")
+      yield* sql`DELETE FROM webhook_subscription_spaces WHERE subscription_id = ${sub.id}::uuid AND space_id = 'scope-a'`
+      yield* startDeliveries
+      yield* settled(sub.id)
+      assert.deepStrictEqual(
+        (yield* deliveries(sub.id)).map((d) => [d.state, d.deadReason]),
+        [
+          ["dead", "scope"],
+          ["delivered", null],
+        ],
+      )
+      assert.strictEqual(receiver.log.length, 1)
+    }).pipe(Effect.scoped),
+  )
+
+  it.effect("HeadDeliveryEventGoneDisablesWithGap: the head delivery's event left the log", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+      const sub = yield* subscribe("owner-g", receiver.url("/gone-event"), ["gap-a"])
+      const e1 = yield* append("gap-a", "item.created", { n: 1 })
+      yield* append("gap-a", "item.created", { n: 2 })
+      assert.strictEqual((yield* round)._tag, "Processed")
+      yield* sql`DELETE FROM event_log WHERE seq = ${e1.lastSeq}`
+      yield* startDeliveries
+      yield* settled(sub.id)
+      const s = yield* subscription(sub.id)
+      assert.deepStrictEqual([s.state, s.disabledCause], ["disabled", "gap"])
+      assert.deepStrictEqual(
+        (yield* deliveries(sub.id)).map((d) => [d.state, d.deadReason]),
+        [
+          ["dead", "disabled:gap"],
+          ["dead", "disabled:gap"],
+        ],
+      )
+      assert.strictEqual(receiver.log.length, 0)
+    }).pipe(Effect.scoped),
+  )
+
+  it.effect("ConsumerLossDisablesSubscriptions: a lost range disables those that began before it, not later ones", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+      const before = yield* subscribe("owner-l", receiver.url("/before"), ["loss-a"])
+      const other = yield* subscribe("owner-l", receiver.url("/other-space"), ["loss-b"])
+      const first = yield* append("loss-a", "item.created", { n: 1 })
+      const last = yield* append("loss-a", "item.created", { n: 2 })
+      const after = yield* subscribe("owner-l", receiver.url("/after"), ["loss-a"])
+      // Retention removed them before the consumer read them.
+      yield* sql`DELETE FROM event_log WHERE seq BETWEEN ${first.lastSeq} AND ${last.lastSeq}`
+      const outcome = yield* round
+      assert.strictEqual(outcome._tag, "Processed")
+      assert.deepStrictEqual(outcome._tag === "Processed" ? outcome.lost.at(-1)?.lastSeq : undefined, last.lastSeq)
+      assert.deepStrictEqual(
+        [(yield* subscription(before.id)).disabledCause, (yield* subscription(other.id)).disabledCause],
+        ["gap", "gap"],
+        "every subscription that began before the range's end may have missed events of it",
+      )
+      const later = yield* subscription(after.id)
+      assert.deepStrictEqual([later.state, later.disabledCause], ["active", null])
+    }).pipe(Effect.scoped),
+  )
+
+  it.effect("Webhook410DisablesGone: a 410 disables the subscription with cause gone", () =>
+    Effect.gen(function* () {
+      const receiver = yield* WebhookReceiver.start(() => ({ status: 410 }))
+      const sub = yield* subscribe("owner-410", receiver.url("/gone"), ["gone-a"])
+      yield* append("gone-a", "item.created", { n: 1 })
+      yield* append("gone-a", "item.created", { n: 2 })
+      yield* round
+      yield* startDeliveries
+      yield* settled(sub.id)
+      const s = yield* subscription(sub.id)
+      assert.deepStrictEqual([s.state, s.disabledCause], ["disabled", "gone"])
+      assert.strictEqual(receiver.log.length, 1, "one request, then nothing more")
+    }).pipe(Effect.scoped),
+  )
+
+  it.effect("WebhookSecretRotationSignsWithBoth: during the overlap both secrets sign; after it only the new one", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const webhooks = yield* Webhooks
+      const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+      const sub = yield* subscribe("owner-rot", receiver.url("/rotated"), ["rot-a"])
+      const fresh = yield* webhooks.rotateSecret(sub.id)
+      const [row] = yield* sql<{ until: Date }>`
+        SELECT previous_secret_until AS until FROM webhook_subscriptions WHERE id = ${sub.id}::uuid`
+      assert.approximately(row!.until.getTime() - Date.now(), 24 * 3_600_000, 60_000)
+      yield* startDeliveries
+      yield* append("rot-a", "item.created", { n: 1 })
+      yield* round
+      const during = yield* Queue.take(receiver.received)
+      assert.strictEqual(String(during.headers["webhook-signature"]).split(" ").length, 2)
+      const verify = (secret: Redacted.Redacted<string>, r: WebhookReceiver.Received) =>
+        new Webhook(Redacted.value(secret)).verify(r.body, r.headers as Record<string, string>)
+      verify(sub.secret, during)
+      verify(fresh, during)
+
+      // The overlap ends.
+      yield* sql`UPDATE webhook_subscriptions SET previous_secret_until = clock_timestamp() WHERE id = ${sub.id}::uuid`
+      yield* append("rot-a", "item.created", { n: 2 })
+      yield* round
+      const after = yield* Queue.take(receiver.received)
+      assert.strictEqual(String(after.headers["webhook-signature"]).split(" ").length, 1)
+      verify(fresh, after)
+      assert.throws(() => verify(sub.secret, after))
+    }).pipe(Effect.scoped),
+  )
+})
