@@ -2,7 +2,8 @@
  * A job kind: its name, the `Schema` its args must decode with, and the effect that runs it.
  *
  * What a run's outcome means:
- * - success: the job is completed.
+ * - success: the job is completed (its row deleted, or kept a while if it has a unique key; see
+ *   `JobFinalize`).
  * - `JobCancel`: it must never run again (e.g. "permission revoked"): cancelled, with the reason.
  * - `JobSnooze`: run again after a delay without spending an attempt (e.g. `Retry-After`).
  * - any other failure, a defect, or the per-job timeout: retried with backoff, discarded after

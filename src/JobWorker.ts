@@ -5,7 +5,8 @@
  *   per queue: wake (NOTIFY on `jobs` with the queue's name, reconnect, poll, a freed slot after a
  *   full fetch) -> claim up to the free slots (plus the prefetch room) -> a fiber per job (held
  *   jobs wait and run in turn in a slot's fiber) -> outcome -> completer
- *   completer: takes whatever outcomes are waiting (one or a thousand) -> one UPDATE -> repeat
+ *   completer: takes whatever outcomes are waiting (one or a thousand) -> one statement (completed
+ *   jobs are deleted, see `JobFinalize`) -> repeat
  *   heartbeat: renews this worker's lease; rescuer: puts back jobs of workers whose lease expired
  *   watchdog: interrupts attempts past their kind's timeout
  *
@@ -69,7 +70,10 @@ export interface JobWorkerOptions<R> {
   readonly lease?: Duration.Input
   /** How long shutdown lets running jobs finish before interrupting them. Default 10 s. */
   readonly shutdownTimeout?: Duration.Input
-  /** How long completed jobs stay (default 1 h), and cancelled or discarded ones (default 7 days). */
+  /**
+   * How long completed jobs with a unique key stay (default 1 h; those without one are deleted as
+   * they complete), and cancelled or discarded ones (default 7 days).
+   */
   readonly completedRetention?: Duration.Input
   readonly deadRetention?: Duration.Input
   /** How often the cleaner runs. Default 1 minute. */

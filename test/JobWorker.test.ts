@@ -23,14 +23,16 @@ interface Row {
   readonly errors: ReadonlyArray<{ readonly attempt: number; readonly kind: string; readonly message: string }>
 }
 
-const row = (kind: string) =>
+const rows = (kind: string) =>
   Effect.flatMap(
     SqlClient.SqlClient,
     (sql) => sql<Row>`
       SELECT state::text, attempt, max_attempts AS "maxAttempts", scheduled_at AS "scheduledAt",
              finalized_at AS "finalizedAt", errors
-      FROM jobs WHERE kind = ${kind}`,
-  ).pipe(Effect.map((rows) => rows[0]!))
+      FROM jobs WHERE kind = ${kind} ORDER BY id`,
+  )
+
+const row = (kind: string) => Effect.map(rows(kind), (rs) => rs[0]!)
 
 type Batch = ReadonlyArray<Finished & { readonly applied: boolean }>
 
@@ -161,7 +163,7 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
       yield* TestClock.adjust("1 second")
       yield* Queue.take(ran)
       assert.strictEqual((yield* nextOutcome(finalized))._tag, "Completed")
-      assert.strictEqual((yield* row("snoozer")).state, "completed")
+      assert.deepStrictEqual(yield* rows("snoozer"), [], "completed, so deleted")
     }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
   )
 
@@ -200,7 +202,8 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
             ? Effect.never.pipe(Effect.onInterrupt(() => Queue.offer(interrupted, job.attempt)))
             : Effect.void,
       })
-      yield* jobs.insert([{ kind: "slow", queue: "timeout", args: {}, maxAttempts: 3 }])
+      // A unique key keeps the completed row, and with it the first attempt's error.
+      yield* jobs.insert([{ kind: "slow", queue: "timeout", args: {}, maxAttempts: 3, uniqueKey: "slow:1" }])
       const { finalized } = yield* startWorker([kind], "timeout")
       const first = yield* nextOutcome(finalized)
       assert.strictEqual(first._tag, "Retry")
@@ -280,12 +283,8 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
         SELECT (args->>'hang')::boolean AS hang, state::text FROM jobs WHERE kind = 'mixed' ORDER BY id`
       assert.deepStrictEqual(
         states.map((r) => [r.hang, r.state]),
-        [
-          [true, "discarded"],
-          [false, "completed"],
-          [false, "completed"],
-          [false, "completed"],
-        ],
+        [[true, "discarded"]],
+        "the completed ones are deleted",
       )
     }).pipe(Effect.scoped),
   )
@@ -360,22 +359,69 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
       const [b] = yield* claim("stale", ["contested"], 1, "worker-b", now())
       assert.strictEqual(b!.attempt, 2)
 
-      // A's late outcome while B runs: ignored.
+      // A's late outcomes while B runs: ignored (a completion would delete the row).
       const late = (outcome: Finished["outcome"]) => finalize([{ id: a!.id, attempt: a!.attempt, outcome }])
-      assert.strictEqual((yield* late({ _tag: "Completed" })).size, 0)
-      let r = yield* row("contested")
-      assert.deepStrictEqual([r.state, r.attempt], ["running", 2])
-      // B finishes; A's late outcomes still change nothing.
-      assert.strictEqual((yield* finalize([{ id: b!.id, attempt: 2, outcome: { _tag: "Completed" } }])).size, 1)
       const error = { attempt: 1, at: new Date().toISOString(), kind: "failure" as const, message: "late" }
+      assert.strictEqual((yield* late({ _tag: "Completed" })).size, 0)
       assert.strictEqual((yield* late({ _tag: "Retry", at: new Date(), error })).size, 0)
-      assert.strictEqual((yield* late({ _tag: "Discarded", error })).size, 0)
-      r = yield* row("contested")
-      assert.deepStrictEqual([r.state, r.attempt], ["completed", 2])
+      const r = yield* row("contested")
+      assert.deepStrictEqual([r.state, r.attempt], ["running", 2])
       assert.deepStrictEqual(
         r.errors.map((e) => e.kind),
         ["rescued"],
       )
+      // B finishes (the row is deleted); A's late outcomes cannot bring it back.
+      assert.strictEqual((yield* finalize([{ id: b!.id, attempt: 2, outcome: { _tag: "Completed" } }])).size, 1)
+      assert.strictEqual((yield* late({ _tag: "Retry", at: new Date(), error })).size, 0)
+      assert.strictEqual((yield* late({ _tag: "Discarded", error })).size, 0)
+      assert.strictEqual((yield* late({ _tag: "Completed" })).size, 0)
+      assert.deepStrictEqual(yield* rows("contested"), [])
     }),
+  )
+
+  it.effect(
+    "JobsCompletedDeletedUnlessUniqueKey: a completed job's row is deleted at once, one with a unique key stays completed",
+    () =>
+      Effect.gen(function* () {
+        const jobs = yield* Jobs
+        const sql = yield* SqlClient.SqlClient
+        yield* jobs.insert([
+          { kind: "finishing", queue: "finish", args: { n: 0 } },
+          { kind: "finishing", queue: "finish", args: { n: 1 }, uniqueKey: "finishing:1" },
+          { kind: "finishing", queue: "finish", args: { n: 2 } },
+        ])
+        yield* JobLease.renew("worker-f", 60_000)
+        const claimed = yield* claim("finish", ["finishing"], 3, "worker-f", new Date(Date.now() + 1000))
+        assert.strictEqual(claimed.length, 3)
+        const done = (attempt: (job: (typeof claimed)[number]) => number) =>
+          finalize(claimed.map((job) => ({ id: job.id, attempt: attempt(job), outcome: { _tag: "Completed" } })))
+        // A completion for another attempt touches neither kind of row.
+        assert.strictEqual((yield* done((job) => job.attempt + 1)).size, 0)
+        const running = yield* sql<{ state: string }>`SELECT state::text FROM jobs WHERE kind = 'finishing'`
+        assert.deepStrictEqual(
+          running.map((r) => r.state),
+          ["running", "running", "running"],
+        )
+
+        assert.deepStrictEqual(
+          [...(yield* done((job) => job.attempt))].sort(),
+          claimed.map((job) => job.id).sort(),
+          "all three applied",
+        )
+        const left = yield* sql<{ n: number; state: string; finalized: boolean }>`
+          SELECT (args->>'n')::int AS n, state::text, finalized_at IS NOT NULL AS finalized
+          FROM jobs WHERE kind = 'finishing'`
+        assert.deepStrictEqual(
+          left.map((r) => [r.n, r.state, r.finalized]),
+          [[1, "completed", true]],
+          "only the row with a unique key is left, completed",
+        )
+        // That row still makes a duplicate insert a no-op; a repeated completion changes nothing.
+        const again = yield* jobs.insert([
+          { kind: "finishing", queue: "finish", args: { n: 1 }, uniqueKey: "finishing:1" },
+        ])
+        assert.deepStrictEqual(again, { inserted: 0, suppressed: 1 })
+        assert.strictEqual((yield* done((job) => job.attempt)).size, 0)
+      }),
   )
 })
