@@ -1,5 +1,6 @@
+import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
-import { Clock, Context, Duration, Effect, Layer, Queue, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Queue, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as JobBackoff from "../src/JobBackoff.ts"
@@ -422,6 +423,48 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
         ])
         assert.deepStrictEqual(again, { inserted: 0, suppressed: 1 })
         assert.strictEqual((yield* done((job) => job.attempt)).size, 0)
+      }),
+  )
+
+  it.effect(
+    "JobsClaimCommitsUnflushed: a claim's own transaction does not wait for the WAL flush, and the session keeps its setting",
+    () =>
+      Effect.gen(function* () {
+        const jobs = yield* Jobs
+        const db = yield* TestDatabase.TestDatabase
+        yield* jobs.insert([{ kind: "unflushed", queue: "unflushed", args: {} }])
+        // One connection, so that the check after the claim runs in the claim's session, whose own
+        // setting is "on" (the test server's default is "off").
+        const [during, after] = yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const setting = Effect.map(
+            sql<{ v: string }>`SELECT current_setting('synchronous_commit') AS v`,
+            (r) => r[0]!.v,
+          )
+          // Inside a transaction (rolled back) the claim's setting is visible to the next statement.
+          const during = yield* sql
+            .withTransaction(
+              Effect.gen(function* () {
+                const claimed = yield* claim("unflushed", ["unflushed"], 1, "worker-u", new Date(Date.now() + 1000))
+                assert.strictEqual(claimed.length, 1)
+                return yield* Effect.fail(yield* setting)
+              }),
+            )
+            .pipe(Effect.flip)
+          const claimed = yield* claim("unflushed", ["unflushed"], 1, "worker-u", new Date(Date.now() + 1000))
+          assert.strictEqual(claimed.length, 1)
+          return [during, yield* setting] as const
+        }).pipe(
+          Effect.provide(
+            PgClient.layer({
+              url: Redacted.make(db.url),
+              maxConnections: 1,
+              startupParameters: { synchronous_commit: "on" },
+            }),
+          ),
+        )
+        assert.strictEqual(during, "off", "the claim's transaction commits without waiting for the flush")
+        assert.strictEqual(after, "on", "the session's later statements (a job's own writes) still wait")
       }),
   )
 })
