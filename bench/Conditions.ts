@@ -20,6 +20,11 @@ export interface Machine {
   readonly os: string
   readonly node: string
   readonly loadAverage: ReadonlyArray<number>
+  /**
+   * The benchmark's nice value (PostgreSQL, started by it, inherits it): on a shared machine a
+   * run may be given priority over other work (`nice -n -10 npm run bench -- NAME`), and says so.
+   */
+  readonly niceness: number
 }
 
 /** The machine as it looks now. */
@@ -32,6 +37,7 @@ export const machine = (): Machine => {
     os: `${os.type()} ${os.release()} ${os.arch()}`,
     node: process.version,
     loadAverage: os.loadavg().map((l) => Math.round(l * 100) / 100),
+    niceness: os.getPriority(),
   }
 }
 

@@ -17,8 +17,8 @@
  * step adding one thing: `rawUnindexed` is the raw insert into a copy of `jobs` without indexes
  * (what the table's three indexes cost); `rawOnConflict` is the raw insert plus
  * `ON CONFLICT DO NOTHING`;
- * `oursStatement` runs `Jobs.insert`'s own statement (one JSON parameter through
- * `jsonb_to_recordset`, RETURNING, NOTIFY) on the same driver, so ours / oursStatement is the
+ * `oursStatement` runs `Jobs.insert`'s own statement (a typed array per column through
+ * `unnest`, RETURNING, NOTIFY) on the same driver, so ours / oursStatement is the
  * client's share (validation, JSON, Effect) and oursStatement / raw the statement's.
  */
 import { Effect, Schema, type Scope } from "effect"
@@ -174,16 +174,15 @@ const statements: Readonly<Record<Exclude<InsertBaseline, "oursStatement">, { na
   },
 }
 
-// `Jobs.insert`'s statement as it stands in src/Jobs.ts, fed the same JSON it builds.
+// `Jobs.insert`'s statement as it stands in src/Jobs.ts, fed the same column arrays it builds
+// (columns no row sets go as empty arrays and take their defaults).
 const oursStatementText = `
-  WITH input AS (
-    SELECT * FROM jsonb_to_recordset($1::jsonb)
-      AS r(k text, q text, a jsonb, p smallint, m smallint, s timestamptz, u text, t text)
-  ), ins AS (
+  WITH ins AS (
     INSERT INTO jobs (kind, queue, args, priority, max_attempts, scheduled_at, state, unique_key, trace_parent)
-    SELECT k, q, a, p, m, coalesce(s, clock_timestamp()),
+    SELECT k, coalesce(q, 'default'), a::jsonb, coalesce(p, 1), coalesce(m, 25), coalesce(s, clock_timestamp()),
            CASE WHEN s > clock_timestamp() THEN 'scheduled' ELSE 'available' END::job_state, u, t
-    FROM input
+    FROM unnest($1::text[], $2::text[], $3::text[], $4::int2[], $5::int2[], $6::timestamptz[], $7::text[], $8::text[])
+      AS r(k, q, a, p, m, s, u, t)
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING queue
   ), wake AS MATERIALIZED (
@@ -205,19 +204,17 @@ export const insertLoop = (
         if (baseline !== "oursStatement") {
           await client.query({ ...statements[baseline], values: insertValues(jobs) })
         } else {
-          const json = JSON.stringify(
-            jobs.map((j) => ({
-              k: j.kind,
-              q: "default",
-              a: j.args,
-              p: 1,
-              m: 25,
-              s: null,
-              u: j.uniqueKey,
-              t: j.traceParent,
-            })),
-          )
-          await client.query({ name: "ours-jobs-insert", text: oursStatementText, values: [json] })
+          const values = [
+            jobs.map((j) => j.kind),
+            [],
+            jobs.map((j) => JSON.stringify(j.args)),
+            [],
+            [],
+            [],
+            jobs.map((j) => j.uniqueKey),
+            jobs.map((j) => j.traceParent),
+          ]
+          await client.query({ name: "ours-jobs-insert", text: oursStatementText, values })
         }
         tally.add(jobs.length)
       }

@@ -29,6 +29,7 @@ import { Jobs } from "../src/Jobs.ts"
 import { NotificationStream } from "../src/NotificationStream.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
+import { round3 } from "./Figures.ts"
 import * as RoundTrace from "./RoundTrace.ts"
 import * as Throughput from "./Throughput.ts"
 
@@ -81,8 +82,6 @@ export const distribution = (values: ReadonlyArray<number>): Distribution => {
     mean: round3(sorted.length === 0 ? Number.NaN : sum / sorted.length),
   }
 }
-
-const round3 = (n: number) => Math.round(n * 1000) / 1000
 
 // ---- one run ---------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@
  *   │─────────│─────────│────────
  */
 import { Duration, Effect, Fiber } from "effect"
+import { round3 } from "./Figures.ts"
 
 export interface Percentiles {
   readonly n: number
@@ -16,8 +17,6 @@ export interface Percentiles {
   readonly max: number
   readonly mean: number
 }
-
-const round3 = (n: number) => Math.round(n * 1000) / 1000
 
 /** Nearest-rank percentiles of `samples` (milliseconds), rounded to microseconds. */
 export const percentiles = (samples: ReadonlyArray<number>): Percentiles => {

@@ -1,23 +1,24 @@
 /**
  * Where a consumer round spends its time, read from the spans it already makes, so nothing in
  * src/ changes for it: a tracer given to the consumer alone stamps, with `performance.now()`,
- * `Consumer.round`, the `sql.transaction` inside it, `EventLog.readWithHead`, `Jobs.insert` and
+ * `Consumer.round`, the `sql.transaction` inside it, `EventLog.readFrom`, `Jobs.insert` and
  * each SQL statement (recognised by its text). A round then splits into consecutive phases:
  *
- *   round span ─ toBegin ─ lockCursor ─ readWithHead ─ fanOut ─ jobsValidate ─ jobsStatement
- *              ─ cursorUpdate ─ commit ─ afterCommit ─ returned to the caller
+ *   round span ─ toBegin ─ lockAndRead ─ fanOut ─ jobsValidate ─ insertAndCursor ─ commit
+ *              ─ afterCommit ─ returned to the caller
  *
- *   toBegin       span start, pool connection, BEGIN round trip
- *   readWithHead  the read statement and decoding its rows
- *   jobsValidate  `Jobs.insert` before its statement: validation and JSON
- *   commit        COMMIT round trip, including the WAL flush
+ *   toBegin          span start, pool connection, BEGIN round trip
+ *   lockAndRead      the statement that locks the cursor and reads the batch, and decoding its rows
+ *   jobsValidate     `Jobs.insert` before its statement: validation and column arrays
+ *   insertAndCursor  the statement inserting the jobs and advancing the cursor
+ *   commit           COMMIT round trip, including the WAL flush
  *   afterCommit   span end, metrics, until the caller has the outcome
  *
  * The cost is a clock read and a map lookup per span, against rounds of milliseconds.
  */
 import { Option, Tracer } from "effect"
 
-type Mark = "tx" | "readWithHead" | "jobsInsert" | "lock" | "read" | "insert" | "cursor"
+type Mark = "tx" | "readFrom" | "jobsInsert" | "read" | "insert"
 
 export interface RoundTrace {
   readonly start: number
@@ -27,19 +28,11 @@ export interface RoundTrace {
 }
 
 const statementMark = (text: string): Mark | undefined =>
-  text.includes("FOR UPDATE SKIP LOCKED")
-    ? "lock"
-    : text.includes("LEFT JOIN LATERAL")
-      ? "read"
-      : text.includes("INSERT INTO jobs")
-        ? "insert"
-        : text.includes("UPDATE event_consumer_cursors")
-          ? "cursor"
-          : undefined
+  text.includes("INSERT INTO jobs") ? "insert" : text.includes("LEFT JOIN LATERAL") ? "read" : undefined
 
 const spanMark: Readonly<Record<string, Mark>> = {
   "sql.transaction": "tx",
-  "EventLog.readWithHead": "readWithHead",
+  "EventLog.readFrom": "readFrom",
   "Jobs.insert": "jobsInsert",
 }
 
@@ -101,12 +94,10 @@ export const recorder = () => {
 
 export const phaseNames = [
   "toBegin",
-  "lockCursor",
-  "readWithHead",
+  "lockAndRead",
   "fanOut",
   "jobsValidate",
-  "jobsStatement",
-  "cursorUpdate",
+  "insertAndCursor",
   "commit",
   "afterCommit",
 ] as const
@@ -119,16 +110,14 @@ export type Phases = Record<(typeof phaseNames)[number], number>
  */
 export const phases = (r: RoundTrace, returnedAt: number): Phases | undefined => {
   const m = r.marks
-  if (!m.tx || !m.lock || !m.readWithHead || !m.jobsInsert || !m.insert || !m.cursor) return undefined
+  if (!m.tx || !m.read || !m.readFrom || !m.jobsInsert || !m.insert) return undefined
   return {
-    toBegin: m.lock.start - r.start,
-    lockCursor: m.lock.end - m.lock.start,
-    readWithHead: m.readWithHead.end - m.lock.end,
-    fanOut: m.jobsInsert.start - m.readWithHead.end,
+    toBegin: m.read.start - r.start,
+    lockAndRead: m.readFrom.end - m.read.start,
+    fanOut: m.jobsInsert.start - m.readFrom.end,
     jobsValidate: m.insert.start - m.jobsInsert.start,
-    jobsStatement: m.insert.end - m.insert.start,
-    cursorUpdate: m.cursor.end - m.insert.end,
-    commit: m.tx.end - m.cursor.end,
+    insertAndCursor: m.insert.end - m.insert.start,
+    commit: m.tx.end - m.insert.end,
     afterCommit: returnedAt - m.tx.end,
   }
 }

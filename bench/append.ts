@@ -8,8 +8,6 @@
  * machine falls on all of them alike. After each run of ours (and of the naive baseline, which is
  * gapless too) the log is checked: seqs are exactly 1..N and N is every event acknowledged.
  */
-import { readFileSync } from "node:fs"
-import { resolve } from "node:path"
 import { Console, Duration, Effect, Latch, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../src/Event.ts"
@@ -17,7 +15,9 @@ import { EventLog } from "../src/EventLog.ts"
 import * as AppendBaselines from "./AppendBaselines.ts"
 import type { Benchmark } from "./Benchmark.ts"
 import { BenchServer } from "./BenchServer.ts"
+import { packageVersion, round3 } from "./Figures.ts"
 import type { Report, Target } from "./Report.ts"
+import { eventAt } from "./SampleEvent.ts"
 import * as Throughput from "./Throughput.ts"
 
 const producerCounts = [1, 8, 32] as const
@@ -49,24 +49,7 @@ export class LogCheckFailed extends Schema.TaggedError<LogCheckFailed>()("LogChe
   }
 }
 
-// A fixed, varied sample: realistic strings, a payload of about 100 bytes as JSON. Fixed so that
-// every implementation and every run writes the same bytes.
-const sample: ReadonlyArray<NewEvent> = Array.from({ length: 256 }, (_, i) => {
-  const hex = (n: number) => (Math.imul(n + 1, 2654435761) >>> 0).toString(16).padStart(8, "0")
-  return {
-    space: ["acme-corp/shop", "acme-corp/billing", "globex/support", "initech/crm", "umbrella/lab"][i % 5]!,
-    type: ["order.placed", "order.shipped", "invoice.paid", "ticket.opened", "contact.updated"][i % 5]!,
-    actor: `user:${hex(i)}`,
-    payload: {
-      id: `ord_${hex(i * 7)}`,
-      amount: 1000 + ((i * 3779) % 90000),
-      currency: ["EUR", "USD", "GBP"][i % 3]!,
-      items: 1 + (i % 7),
-      channel: ["web", "ios", "android", "pos"][i % 4]!,
-      note: "leave at the door",
-    },
-  }
-})
+const sample: ReadonlyArray<NewEvent> = Array.from({ length: 256 }, (_, i) => eventAt(i))
 const payloadBytes = Math.round(
   sample.reduce((sum, e) => sum + Buffer.byteLength(JSON.stringify(e.payload)), 0) / sample.length,
 )
@@ -150,12 +133,8 @@ const openEveryConnection = (connections: number) =>
   })
 
 const round = (n: number) => Math.round(n)
-const round3 = (n: number) => Math.round(n * 1000) / 1000
 const mapImplementations = <A>(f: (impl: Implementation) => A) =>
   Object.fromEntries(implementations.map((impl) => [impl, f(impl)])) as Record<Implementation, A>
-
-const packageVersion = (name: string): string =>
-  JSON.parse(readFileSync(resolve(import.meta.dirname, "../node_modules", name, "package.json"), "utf8")).version
 
 const run = Effect.gen(function* () {
   const server = yield* BenchServer

@@ -19,21 +19,20 @@
  * Implementations take turns within each repeat, in a rotating order, so drift on a shared
  * machine falls on all of them alike.
  */
-import { readFileSync } from "node:fs"
-import { resolve } from "node:path"
 import { Config, Console, Duration, Effect, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../src/Consumer.ts"
 import type { FanOutJob } from "../src/ConsumerRound.ts"
-import type { NewEvent } from "../src/Event.ts"
 import { EventLog } from "../src/EventLog.ts"
 import { type JobInsert, Jobs } from "../src/Jobs.ts"
 import type { Benchmark } from "./Benchmark.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as ConsumerBaselines from "./ConsumerBaselines.ts"
+import { packageVersion, round0, round3 } from "./Figures.ts"
 import * as Handoff from "./Handoff.ts"
 import type { Report, Target } from "./Report.ts"
 import * as RoundTrace from "./RoundTrace.ts"
+import { eventAt } from "./SampleEvent.ts"
 import * as Throughput from "./Throughput.ts"
 
 const batchSizes = [100, 500, 1000] as const
@@ -79,24 +78,6 @@ export class DrainCheckFailed extends Schema.TaggedError<DrainCheckFailed>()("Dr
   }
 }
 
-// A fixed, varied event of about 100 bytes of payload, like the append benchmark's sample.
-const eventAt = (i: number): NewEvent => {
-  const hex = (n: number) => (Math.imul(n + 1, 2654435761) >>> 0).toString(16).padStart(8, "0")
-  return {
-    space: ["acme-corp/shop", "acme-corp/billing", "globex/support", "initech/crm", "umbrella/lab"][i % 5]!,
-    type: ["order.placed", "order.shipped", "invoice.paid", "ticket.opened", "contact.updated"][i % 5]!,
-    actor: `user:${hex(i)}`,
-    payload: {
-      id: `ord_${hex(i * 7)}`,
-      amount: 1000 + ((i * 3779) % 90000),
-      currency: ["EUR", "USD", "GBP"][i % 3]!,
-      items: 1 + (i % 7),
-      channel: ["web", "ios", "android", "pos"][i % 4]!,
-      note: "leave at the door",
-    },
-  }
-}
-
 // The fan-out of test/support/TestConsumer.ts: every event to receivers r0, r1, …
 const fanOut = (seq: bigint, receivers: number): Array<FanOutJob> =>
   Array.from({ length: receivers }, (_, r) => ({
@@ -137,12 +118,7 @@ const asJobInsert = (row: ConsumerBaselines.JobRow): JobInsert => ({
   traceParent: row.traceParent,
 })
 
-const round0 = (n: number) => Math.round(n)
-const round3 = (n: number) => Math.round(n * 1000) / 1000
 const times = (n: number) => `${n.toFixed(2)}x`
-const packageVersion = (name: string): string =>
-  JSON.parse(readFileSync(resolve(import.meta.dirname, "../node_modules", name, "package.json"), "utf8")).version
-
 interface DrainRun {
   readonly repeat: number
   readonly eventsPerSecond: number
@@ -473,16 +449,16 @@ const run = Effect.gen(function* () {
     },
     baseline: {
       rounds: {
-        ours: "Consumer.makeRound: BEGIN; cursor FOR UPDATE SKIP LOCKED; EventLog.readWithHead (batch + 1 events and the head, one statement); fan-out; Jobs.insert (validate, jsonb_to_recordset, ON CONFLICT DO NOTHING, pg_notify('jobs')); cursor UPDATE; COMMIT; metrics",
+        ours: "Consumer.makeRound: BEGIN; EventLog.readFrom (cursor FOR UPDATE SKIP LOCKED, batch + 1 events and the head, one statement); fan-out; Jobs.insert (validate, unnest of typed arrays, ON CONFLICT DO NOTHING, pg_notify('jobs'), the cursor UPDATE in the same statement); COMMIT; metrics",
         raw: "pg: BEGIN; SELECT seq, epoch, occurred_at, space_id, type, actor, payload, trace_parent FROM event_log WHERE seq > $1 ORDER BY seq LIMIT $2; INSERT INTO jobs (kind, args, unique_key, trace_parent) SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[]); UPDATE event_consumer_cursors SET last_seq = $1; COMMIT. Same job rows; no cursor lock, head read, validation, ON CONFLICT or NOTIFY.",
       },
       jobsInsert: {
-        ours: "Jobs.insert(1,000 JobInsert) outside a transaction: Schema validation per row, JSON.stringify, one statement (jsonb_to_recordset, ON CONFLICT DO NOTHING, pg_notify per queue)",
+        ours: "Jobs.insert(1,000 JobInsert) outside a transaction: Schema validation per row, column arrays, one statement (unnest of typed arrays, ON CONFLICT DO NOTHING, pg_notify per queue)",
         raw: "pg: INSERT INTO jobs (kind, args, unique_key, trace_parent) SELECT * FROM unnest($1::text[], $2::jsonb[], $3::text[], $4::text[]), the same rows",
         rawUnindexed: `pg: the raw insert into ${ConsumerBaselines.unindexedTable} (LIKE jobs INCLUDING DEFAULTS INCLUDING IDENTITY: no indexes, no checks), what the rows cost without jobs' three indexes`,
         rawOnConflict: "pg: the raw insert plus ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING",
         oursStatement:
-          "pg running Jobs.insert's exact statement with the same JSON parameter: ours / oursStatement is the client's share (validation, JSON, Effect), oursStatement / rawOnConflict the rest of the statement's (jsonb_to_recordset, RETURNING, NOTIFY)",
+          "pg running Jobs.insert's exact statement with the same column arrays: ours / oursStatement is the client's share (validation, arrays, Effect), oursStatement / rawOnConflict the rest of the statement's (unnest, coalesce, RETURNING, NOTIFY)",
       },
       handoff: "no baseline: targets from the issue",
     },

@@ -3,22 +3,24 @@
  * and advances the cursor, so the jobs and the cursor move together or not at all.
  *
  *   BEGIN
- *   lock cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> ROLLBACK, Locked
- *   read batch after last_seq + head (one snapshot)
+ *   lock cursor row (FOR UPDATE SKIP LOCKED) and read the batch after last_seq and the head, in
+ *   one statement (one snapshot) ── row held elsewhere ──> ROLLBACK, Locked
  *   report lost ranges to the loss handler (seqs at or below head that are gone)
  *   nothing new ──> ROLLBACK, CaughtUp
- *   fan out -> insert jobs (unique key: consumer, seq, receiver) -> advance last_seq
+ *   fan out
+ *   insert jobs (unique key: consumer, seq, receiver) and advance last_seq, in one statement
  *   COMMIT, Processed
  *
  * Any failure, defect or interruption before COMMIT rolls back jobs and cursor together; the next
  * round reads the same batch again. Two workers never run the same consumer's round at once: the
  * second finds the row locked and ends at once, without waiting and without writing.
  */
-import { type Array as Arr, Effect, type Schema } from "effect"
+import { type Array as Arr, Data, Effect, Option, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
 import type { Event } from "./Event.ts"
 import { EventLog, type Head } from "./EventLog.ts"
-import { Jobs } from "./Jobs.ts"
+import { type InvalidJob, Jobs } from "./Jobs.ts"
 
 /** A job the fan-out wants for one event and one receiver. */
 export interface FanOutJob {
@@ -66,6 +68,9 @@ export interface RoundOptions<E, R> {
   readonly onLoss: (lost: LostRange) => Effect.Effect<void, E, R>
 }
 
+/** Ends a round that wrote nothing by rolling its transaction back. */
+class NothingToCommit extends Data.TaggedError("NothingToCommit")<{ readonly outcome: RoundOutcome }> {}
+
 export const uniqueKey = (consumer: string, seq: bigint, receiver: string) => `${consumer}:${seq}:${receiver}`
 
 /** Builds the round of one consumer. */
@@ -75,13 +80,16 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
   const jobs = yield* Jobs
   const { name, batchSize } = options
 
+  // Lock and read in one statement: the round is BEGIN, this, the fan-out's own statements, the
+  // job insert with the cursor update, COMMIT.
+  const lockCursor = sql`
+    SELECT last_seq FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED`
+
   const body = Effect.gen(function* () {
-    const cursor = yield* sql<{ lastSeq: bigint }>`
-      SELECT last_seq AS "lastSeq" FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED`
-    if (cursor[0] === undefined) return { _tag: "Locked" } as const
-    const last = cursor[0].lastSeq
     // One more than a batch: tells whether more is waiting, and how old it is, for the gauges.
-    const { head, events: read } = yield* log.readWithHead(last, batchSize + 1)
+    const position = yield* log.readFrom(lockCursor, batchSize + 1)
+    if (Option.isNone(position)) return { _tag: "Locked" } as const
+    const { after: last, head, events: read } = position.value
     const full = read.length > batchSize
     const batch = full ? read.slice(0, batchSize) : read
 
@@ -97,7 +105,9 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
       expected = head.seq + 1n
     }
     const toSeq = expected - 1n
-    if (toSeq === last) return { _tag: "CaughtUp", lastSeq: last } as const
+    // Nothing to write: roll back rather than commit, since the row lock alone would make COMMIT
+    // wait for a WAL flush.
+    if (toSeq === last) return yield* new NothingToCommit({ outcome: { _tag: "CaughtUp", lastSeq: last } })
 
     for (const range of lost) yield* options.onLoss(range)
     const wanted = batch.length > 0 ? yield* options.fanOut(batch as Arr.NonEmptyReadonlyArray<Event>) : []
@@ -113,9 +123,11 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
         ...(job.maxAttempts === undefined ? {} : { maxAttempts: job.maxAttempts }),
         ...(job.scheduledAt === undefined ? {} : { scheduledAt: job.scheduledAt }),
       })),
+      {
+        alongside: sql`
+          UPDATE event_consumer_cursors SET last_seq = ${toSeq}, updated_at = clock_timestamp() WHERE name = ${name}`,
+      },
     )
-    yield* sql`
-      UPDATE event_consumer_cursors SET last_seq = ${toSeq}, updated_at = clock_timestamp() WHERE name = ${name}`
     return {
       _tag: "Processed",
       fromSeq: last + 1n,
@@ -130,5 +142,12 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
     } as const
   })
 
-  return sql.withTransaction(body).pipe(Effect.withSpan("Consumer.round", { attributes: { consumer: name } }))
+  const round: Effect.Effect<RoundOutcome, E | InvalidJob | SqlError, R> = sql.withTransaction(body).pipe(
+    Effect.catchIf(
+      (e): e is NothingToCommit => e instanceof NothingToCommit,
+      (nothing) => Effect.succeed(nothing.outcome),
+    ),
+    Effect.withSpan("Consumer.round", { attributes: { consumer: name } }),
+  )
+  return round
 })

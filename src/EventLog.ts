@@ -10,7 +10,7 @@
  * The log knows no consumer: the NOTIFY on `event_log` carries no payload and is only a wake-up.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
 import { isNoPartition, pgFailure } from "./PgError.ts"
@@ -68,6 +68,18 @@ export class EventLog extends Context.Service<
       afterSeq: bigint,
       limit: number,
     ) => Effect.Effect<{ readonly head: Head; readonly events: ReadonlyArray<Event> }, SqlError>
+    /**
+     * `readWithHead` after the `last_seq` that `from` yields, in the same statement: `from` is a
+     * query returning at most one row with a `last_seq` column (a consumer's locked cursor row, say),
+     * so locking the position and reading after it take one round trip. No row: `None`.
+     */
+    readonly readFrom: (
+      from: Statement.Fragment,
+      limit: number,
+    ) => Effect.Effect<
+      Option.Option<{ readonly after: bigint; readonly head: Head; readonly events: ReadonlyArray<Event> }>,
+      SqlError
+    >
     readonly head: Effect.Effect<Head, SqlError>
   }
 >()("bothy/EventLog") {
@@ -133,20 +145,32 @@ export class EventLog extends Context.Service<
         return yield* decodeEvents(rows).pipe(Effect.orDie)
       })
 
-      const readWithHead = Effect.fn("EventLog.readWithHead")(function* (afterSeq: bigint, limit: number) {
-        const rows = yield* sql<{ head: bigint; headEpoch: number; seq: bigint | null }>`
-          SELECT s.value AS head, s.epoch AS "headEpoch", e.seq, e.epoch, e.occurred_at AS "occurredAt",
-                 e.space_id AS space, e.type, e.actor, e.payload, e.trace_parent AS "traceParent"
-          FROM event_seq AS s
+      const readFrom = Effect.fn("EventLog.readFrom")(function* (from: Statement.Fragment, limit: number) {
+        const rows = yield* sql<{ after: bigint; head: bigint; headEpoch: number; seq: bigint | null }>`
+          WITH c AS MATERIALIZED (${from})
+          SELECT c.last_seq AS after, s.value AS head, s.epoch AS "headEpoch", e.seq, e.epoch,
+                 e.occurred_at AS "occurredAt", e.space_id AS space, e.type, e.actor, e.payload,
+                 e.trace_parent AS "traceParent"
+          FROM c CROSS JOIN event_seq AS s
           LEFT JOIN LATERAL (
-            SELECT * FROM event_log WHERE seq > ${afterSeq} ORDER BY seq LIMIT ${limit}
+            SELECT * FROM event_log WHERE seq > c.last_seq ORDER BY seq LIMIT ${limit}
           ) AS e ON true
           ORDER BY e.seq`
         const first = rows[0]
-        if (first === undefined) return yield* Effect.die("event_seq has no row: the migrations were not applied")
+        if (first === undefined) return Option.none()
         const events = yield* decodeEvents(first.seq === null ? [] : rows).pipe(Effect.orDie)
-        return { head: { seq: first.head, epoch: first.headEpoch }, events }
+        return Option.some({ after: first.after, head: { seq: first.head, epoch: first.headEpoch }, events })
       })
+
+      const readWithHead = (afterSeq: bigint, limit: number) =>
+        readFrom(sql`SELECT ${afterSeq}::int8 AS last_seq`, limit).pipe(
+          Effect.flatMap(
+            Option.match({
+              onNone: () => Effect.die("event_seq has no row: the migrations were not applied"),
+              onSome: ({ head, events }) => Effect.succeed({ head, events }),
+            }),
+          ),
+        )
 
       const head = sql<Head>`SELECT value AS seq, epoch FROM event_seq`.pipe(
         Effect.flatMap(([row]) =>
@@ -155,7 +179,7 @@ export class EventLog extends Context.Service<
         Effect.withSpan("EventLog.head"),
       )
 
-      return EventLog.of({ append, appendAfter, read, readWithHead, head })
+      return EventLog.of({ append, appendAfter, read, readWithHead, readFrom, head })
     }),
   )
 }
