@@ -1,17 +1,17 @@
 /**
- * Where a webhook delivery's time goes, read from the spans the `webhooks` consumer and the job
- * worker already make, so nothing in src/ changes for it. A tracer given to the worker side alone
- * stamps, with `performance.now()`:
+ * Where a webhook delivery's time goes, read from the spans the `webhooks` consumer, the job worker
+ * and the drainer already make, so nothing in src/ changes for it. A tracer given to the worker
+ * side alone stamps, with `performance.now()`:
  *
- *   Consumer.round      start, end (after COMMIT) and, from the span's exit, the seqs it processed
- *   Job.run             start and end, by `job.id` (every attempt of every job, parked ones too)
- *   WebhookSender.send  start and end, by the `job.id` of the `Job.run` it ran under
- *   sql.transaction     start and end, and every statement (count and time), by `job.id` likewise
+ *   Consumer.round            start, end (after COMMIT) and, from the span's exit, the seqs it processed
+ *   Job.run                   counted (drain runs, including those that found the slot held)
+ *   WebhookDelivery.attempt   start and end, by the delivery's event seq (attribute), with its subscription
+ *   WebhookSender.send        start and end, inside its attempt
+ *   statements under Job.run  count and time (take, permission check, record, acquire, release)
  *
- * Jobs map to deliveries and events through the database afterwards (`jobs.args.delivery`), so an
- * event's path splits into: commit -> round end -> first claim of a job for its delivery -> claim
- * of the job that sent it (later when it was parked behind the subscription's previous delivery)
- * -> request sent -> request arrived at the receiver.
+ * So an event's path splits into: commit -> round end -> its attempt starts (the drainer was woken
+ * or was already running, and had sent the subscription's earlier deliveries) -> request sent ->
+ * request arrived at the receiver -> attempt recorded.
  *
  * The cost is a clock read and a map write per span, against deliveries of milliseconds.
  */
@@ -25,7 +25,7 @@ export interface Round {
   readonly toSeq: bigint
   readonly events: number
   readonly jobs: number
-  /** The fan-out statement (`WebhooksConsumer.fanOut`): deliveries, numbering, subscription row locks. */
+  /** The fan-out statement (`WebhooksConsumer.fanOut`): deliveries, numbering, drain rows, holders. */
   readonly fanOutMs: number
   /** `Jobs.insert` of the round's jobs. */
   readonly jobsInsertMs: number
@@ -36,32 +36,18 @@ export interface Interval {
   readonly end: number
 }
 
-/** What one job did on the database: its transactions in order, and every statement it ran. */
-export interface JobWork {
-  readonly transactions: Array<Interval>
-  statements: number
-  /** Sum of the statements' span times (from the query's start to its decoded rows). */
-  statementMs: number
+/** One delivery attempt (`WebhookDelivery.attempt`): its subscription and its spans' times. */
+export interface Attempt extends Interval {
+  readonly subscription: string
+  /** The request (`WebhookSender.send`) inside it, when one was made. */
+  readonly send?: Interval
 }
 
-const jobIdOf = (span: Tracer.AnySpan): string | undefined => {
+const ancestor = (span: Tracer.AnySpan, name: string): Tracer.AnySpan | undefined => {
   for (let p: Option.Option<Tracer.AnySpan> = Option.some(span); Option.isSome(p); ) {
     const s = p.value
     if (s._tag !== "Span") return undefined
-    if (s.name === "Job.run") {
-      const id = s.attributes.get("job.id")
-      return typeof id === "string" ? id : undefined
-    }
-    p = s.parent
-  }
-  return undefined
-}
-
-const roundOf = (span: Tracer.AnySpan): Tracer.AnySpan | undefined => {
-  for (let p: Option.Option<Tracer.AnySpan> = Option.some(span); Option.isSome(p); ) {
-    const s = p.value
-    if (s._tag !== "Span") return undefined
-    if (s.name === "Consumer.round") return s
+    if (s.name === name) return s
     p = s.parent
   }
   return undefined
@@ -74,22 +60,17 @@ const processed = (exit: Exit.Exit<unknown, unknown>) => {
   return outcome._tag === "Processed" ? outcome : undefined
 }
 
-/** Records rounds, job runs and sends; give the tracer to the consumer and worker only. */
+/** Records rounds, drain runs, delivery attempts and statements; give the tracer to the consumer and worker only. */
 export const recorder = () => {
   const rounds: Array<Round> = []
   let roundsEnded = 0
-  const jobRuns = new Map<string, Interval>()
-  const sends = new Map<string, Interval>()
-  const work = new Map<string, JobWork>()
+  let jobRuns = 0
+  let statements = 0
+  let statementMs = 0
+  /** By the delivery's event seq (decimal); a retried delivery keeps its last attempt. */
+  const attempts = new Map<string, Attempt>()
+  const sends = new Map<Tracer.AnySpan, Interval>()
   const roundParts = new Map<Tracer.AnySpan, { fanOutMs: number; jobsInsertMs: number }>()
-  const of = (id: string) => {
-    let w = work.get(id)
-    if (w === undefined) {
-      w = { transactions: [], statements: 0, statementMs: 0 }
-      work.set(id, w)
-    }
-    return w
-  }
 
   class TimedSpan extends Tracer.NativeSpan {
     readonly startedAt = performance.now()
@@ -114,7 +95,7 @@ export const recorder = () => {
           })
         }
       } else if (this.name === "WebhooksConsumer.fanOut" || this.name === "Jobs.insert") {
-        const round = roundOf(this)
+        const round = ancestor(this, "Consumer.round")
         if (round !== undefined) {
           const parts = roundParts.get(round) ?? { fanOutMs: 0, jobsInsertMs: 0 }
           if (this.name === "Jobs.insert") parts.jobsInsertMs += now - this.startedAt
@@ -122,21 +103,21 @@ export const recorder = () => {
           roundParts.set(round, parts)
         }
       } else if (this.name === "Job.run") {
-        const id = this.attributes.get("job.id")
-        if (typeof id === "string") jobRuns.set(id, { start: this.startedAt, end: now })
+        jobRuns++
       } else if (this.name === "WebhookSender.send") {
-        const id = jobIdOf(this)
-        if (id !== undefined) sends.set(id, { start: this.startedAt, end: now })
-      } else if (this.name === "sql.transaction") {
-        const id = jobIdOf(this)
-        if (id !== undefined) of(id).transactions.push({ start: this.startedAt, end: now })
-      } else if (this._attributes?.has("db.query.text")) {
-        const id = jobIdOf(this)
-        if (id !== undefined) {
-          const w = of(id)
-          w.statements++
-          w.statementMs += now - this.startedAt
+        const attempt = ancestor(this, "WebhookDelivery.attempt")
+        if (attempt !== undefined) sends.set(attempt, { start: this.startedAt, end: now })
+      } else if (this.name === "WebhookDelivery.attempt") {
+        const seq = this.attributes.get("webhook.event_seq")
+        const subscription = this.attributes.get("webhook.subscription")
+        const send = sends.get(this)
+        sends.delete(this)
+        if (typeof seq === "string" && typeof subscription === "string") {
+          attempts.set(seq, { start: this.startedAt, end: now, subscription, ...(send ? { send } : {}) })
         }
+      } else if (this._attributes?.has("db.query.text") && ancestor(this, "Job.run") !== undefined) {
+        statements++
+        statementMs += now - this.startedAt
       }
     }
   }
@@ -149,11 +130,10 @@ export const recorder = () => {
     rounds,
     /** Rounds of any outcome that have ended: one means the consumer's start-up round is done. */
     roundsEnded: () => roundsEnded,
-    /** By job id (decimal). */
-    jobRuns,
-    /** By the id of the job that sent. */
-    sends,
-    /** By job id: transactions and statements run under `Job.run`. */
-    work,
+    attempts,
+    /** Drain job runs (every run, including those that found the slot held and ended at once). */
+    jobRuns: () => jobRuns,
+    /** Statements run under `Job.run`: take, permission check, record, acquire, release. */
+    statements: () => ({ count: statements, ms: statementMs }),
   }
 }

@@ -4,8 +4,9 @@
  * rate, one event per transaction.
  *
  *   producer fiber:  a tick every 1/rate s ──fork──> EventLog.append ──returns──> committedAt[i]
- *   worker side:     WebhooksConsumer.layer (round: deliveries + jobs) ─> JobWorker (queue webhooks,
- *                    WebhookDelivery kind: prepare, sign, POST, record) ─> BenchReceiver
+ *   worker side:     WebhooksConsumer.layer (round: deliveries + a drain job per subscription
+ *                    without a live drainer) ─> JobWorker (queue webhooks, WebhookDelivery kind:
+ *                    acquire the slot, then take, sign, POST, record per delivery) ─> BenchReceiver
  *   receiver:        request for event i (payload.i in the envelope's data) ──> arrivedAt[i]
  *   sampler:         every second, pending deliveries and event_log head − webhooks cursor
  *
@@ -50,6 +51,8 @@ export interface EndToEndConfig {
   readonly subscriptions: number
   readonly batchSize: number
   readonly pollInterval: Duration.Input
+  /** `WebhooksConsumer` creates no job for a subscription whose slot a live drainer holds. */
+  readonly skipHeld: boolean
   /** The job worker's concurrency on queue `webhooks`. */
   readonly concurrency: number
   /** Pool of the worker side (consumer, job worker, deliveries); the LISTEN connection is extra. */
@@ -86,10 +89,11 @@ interface Sample {
   /** Seconds since the production start. */
   readonly t: number
   readonly pendingDeliveries: number
-  readonly parkedDeliveries: number
+  /** Subscriptions whose drain slot a job holds. */
+  readonly heldSlots: number
   readonly cursorLag: number
   readonly runnableJobs: number
-  /** Worker-side backends waiting on a lock (row locks: a round and deliveries of one subscription); producers excluded. */
+  /** Worker-side backends waiting on a lock (row locks: a round and drainers letting go of a slot); producers excluded. */
   readonly lockWaiters: number
 }
 
@@ -198,7 +202,11 @@ export const measure = (config: EndToEndConfig) =>
       const kind = yield* WebhookDelivery.make
       yield* Layer.build(
         Layer.merge(
-          WebhooksConsumer.layer({ batchSize: config.batchSize, pollInterval: config.pollInterval }),
+          WebhooksConsumer.layer({
+            batchSize: config.batchSize,
+            pollInterval: config.pollInterval,
+            skipHeld: config.skipHeld,
+          }),
           JobWorker.layer({ kinds: [kind], queues: { [WebhooksConsumer.queue]: { concurrency: config.concurrency } } }),
         ),
       )
@@ -214,7 +222,7 @@ export const measure = (config: EndToEndConfig) =>
     const sampleNow = (t0: number) =>
       sql<Omit<Sample, "t">>`
         SELECT (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending')::int AS "pendingDeliveries",
-               (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending' AND parked)::int AS "parkedDeliveries",
+               (SELECT count(*) FROM webhook_drains WHERE job_id IS NOT NULL)::int AS "heldSlots",
                ((SELECT value FROM event_seq)
                  - (SELECT last_seq FROM event_consumer_cursors WHERE name = ${WebhooksConsumer.name}))::int AS "cursorLag",
                (SELECT count(*) FROM jobs WHERE queue = ${WebhooksConsumer.queue}
@@ -278,49 +286,37 @@ export const measure = (config: EndToEndConfig) =>
     const afterDrain = yield* sampleNow(t0)
     const fdatasyncMsAfter = (yield* Conditions.storage(server.folder)).fdatasyncMs
 
-    // ---- jobs, deliveries and events, to map the spans ----
-    const jobRows = yield* sql<{ job: string; i: number; sub: string }>`
-      SELECT j.id::text AS job, (e.payload->>'i')::int AS i, d.subscription_id::text AS sub
-      FROM jobs AS j
-      JOIN webhook_deliveries AS d ON d.id = (j.args->>'delivery')::bigint
-      JOIN event_log AS e ON e.seq = d.event_seq
-      WHERE j.kind = ${WebhooksConsumer.deliverKind} AND e.seq > ${base}`
+    // ---- events, to map the spans ----
     const seqRows = yield* sql<{ seq: bigint; i: number }>`
       SELECT seq, (payload->>'i')::int AS i FROM event_log WHERE seq > ${base}`
-    const [attempts] = yield* sql<{ attempts: number; non2xx: number; deliveries: number; delivered: number }>`
+    const [attempts] = yield* sql<{
+      attempts: number
+      non2xx: number
+      deliveries: number
+      delivered: number
+      jobs: number
+    }>`
       SELECT (SELECT count(*) FROM webhook_attempts)::int AS attempts,
              (SELECT count(*) FROM webhook_attempts WHERE status IS NULL OR status NOT BETWEEN 200 AND 299)::int AS non2xx,
              (SELECT count(*) FROM webhook_deliveries)::int AS deliveries,
-             (SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered')::int AS delivered`
+             (SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered')::int AS delivered,
+             (SELECT count(*) FROM jobs WHERE kind = ${WebhooksConsumer.deliverKind})::int AS jobs`
 
     // ---- figures over the measured events (after the warm-up) ----
     const roundOf = new Int32Array(total).fill(-1)
+    const seqOf = new Array<string | undefined>(total)
     const indexOfSeq = new Map(seqRows.map((r) => [r.seq, r.i]))
+    for (const r of seqRows) if (r.i >= 0 && r.i < total) seqOf[r.i] = r.seq.toString()
     trace.rounds.forEach((r, n) => {
       for (let seq = r.fromSeq; seq <= r.toSeq; seq++) {
         const i = indexOfSeq.get(seq)
         if (i !== undefined && i >= 0 && i < total) roundOf[i] = n
       }
     })
-    const jobsOf = new Map<number, Array<string>>()
-    const subOf = new Map<number, string>()
-    for (const r of jobRows) {
-      jobsOf.set(r.i, [...(jobsOf.get(r.i) ?? []), r.job])
-      subOf.set(r.i, r.sub)
+    const attemptOf = (i: number) => {
+      const seq = seqOf[i]
+      return seq === undefined ? undefined : trace.attempts.get(seq)
     }
-    const firstClaim = (i: number) =>
-      Math.min(...(jobsOf.get(i) ?? []).map((j) => trace.jobRuns.get(j)?.start ?? Number.POSITIVE_INFINITY))
-    const sendingJob = (i: number) => (jobsOf.get(i) ?? []).find((j) => trace.sends.has(j))
-    const send = (i: number) => {
-      const j = sendingJob(i)
-      return j === undefined ? undefined : trace.sends.get(j)
-    }
-    const sendingRun = (i: number) => {
-      const j = sendingJob(i)
-      return j === undefined ? undefined : trace.jobRuns.get(j)
-    }
-    const work = (job: string | undefined) => (job === undefined ? undefined : trace.work.get(job))
-    const tx = (i: number, n: number) => work(sendingJob(i))?.transactions[n]
     const nan = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? Number.NaN : n)
     const roundEnd = (i: number) => trace.rounds[roundOf[i]!]?.end ?? Number.NaN
     const roundStart = (i: number) => trace.rounds[roundOf[i]!]?.start ?? Number.NaN
@@ -328,23 +324,21 @@ export const measure = (config: EndToEndConfig) =>
     const measured = Array.from({ length: total - warm }, (_, k) => warm + k)
     const delivered = measured.filter((i) => !Number.isNaN(arrivedAt[i]!))
     const of = (f: (i: number) => number) => distribution(delivered.map(f))
-    const parkedJobs = delivered.flatMap((i) => (jobsOf.get(i) ?? []).filter((j) => !trace.sends.has(j)))
 
-    // Consecutive deliveries of one subscription where the next was already waiting: the gap from
-    // the end of one delivery's job to the start of the job that sends the next (per-subscription
-    // ordering makes this, plus the delivery itself, the subscription's cycle time).
-    const handoverGaps: Array<number> = []
+    // Consecutive deliveries of one subscription where the next was already waiting when the
+    // previous attempt ended: the drainer's cycle time from one attempt's start to the next.
     const cycleTimes: Array<number> = []
+    const handoverGaps: Array<number> = []
     const bySub = new Map<string, Array<number>>()
     for (const i of delivered) {
-      const s = subOf.get(i)
-      if (s !== undefined) bySub.set(s, [...(bySub.get(s) ?? []), i])
+      const a = attemptOf(i)
+      if (a !== undefined) bySub.set(a.subscription, [...(bySub.get(a.subscription) ?? []), i])
     }
     for (const list of bySub.values()) {
       list.sort((a, b) => a - b)
       for (let n = 1; n < list.length; n++) {
-        const prev = sendingRun(list[n - 1]!)
-        const next = sendingRun(list[n]!)
+        const prev = attemptOf(list[n - 1]!)
+        const next = attemptOf(list[n]!)
         if (prev === undefined || next === undefined) continue
         if (roundEnd(list[n]!) < prev.end) {
           handoverGaps.push(next.start - prev.end)
@@ -352,6 +346,7 @@ export const measure = (config: EndToEndConfig) =>
         }
       }
     }
+    const statements = trace.statements()
 
     const windowStart = t0 + warm * interval
     const windowEnd = t0 + (total - 1) * interval
@@ -361,7 +356,6 @@ export const measure = (config: EndToEndConfig) =>
     const pending = series(windowSamples, (s) => s.pendingDeliveries, limit)
     const lag = series(windowSamples, (s) => s.cursorLag, limit)
     const lastArrival = Math.max(...delivered.map((i) => arrivedAt[i]!))
-    const jobsPerDelivery = delivered.map((i) => jobsOf.get(i)?.length ?? Number.NaN)
 
     return {
       events: measured.length,
@@ -406,43 +400,30 @@ export const measure = (config: EndToEndConfig) =>
       },
       breakdownMs: {
         note:
-          "per delivered event; commitToRoundEnd + roundEndToFirstClaim + orderingWait + claimToSend + sendToArrival = latency. " +
-          "orderingWait: from the first claim of a job for the delivery to the claim of the job that sent it (parked behind the subscription's previous delivery, then woken by a new job)",
+          "per delivered event; commitToRoundEnd + roundEndToAttempt + attemptToSend + sendToArrival = latency. " +
+          "roundEndToAttempt: from the round's commit to the start of the attempt that sent it: waking a drainer (claim, acquire) or the running drainer finishing the subscription's earlier deliveries, and the take statement",
         commitToRoundStart: of((i) => roundStart(i) - committedAt[i]!),
         roundDuration: of((i) => roundEnd(i) - roundStart(i)),
         commitToRoundEnd: of((i) => roundEnd(i) - committedAt[i]!),
-        roundEndToFirstClaim: of((i) => nan(firstClaim(i)) - roundEnd(i)),
-        orderingWait: of((i) => nan(sendingRun(i)?.start) - nan(firstClaim(i))),
-        claimToSend: of((i) => nan(send(i)?.start) - nan(sendingRun(i)?.start)),
-        sendToArrival: of((i) => arrivedAt[i]! - nan(send(i)?.start)),
-        arrivalToJobEnd: of((i) => nan(sendingRun(i)?.end) - arrivedAt[i]!),
+        roundEndToAttempt: of((i) => nan(attemptOf(i)?.start) - roundEnd(i)),
+        attemptToSend: of((i) => nan(attemptOf(i)?.send?.start) - nan(attemptOf(i)?.start)),
+        sendToArrival: of((i) => arrivedAt[i]! - nan(attemptOf(i)?.send?.start)),
+        arrivalToRecorded: of((i) => nan(attemptOf(i)?.end) - arrivedAt[i]!),
       },
       perSubscription: {
-        note: "deliveries of one subscription run one at a time, in order: its ceiling is 1000 / cycleMs deliveries/s, against rate/subscriptions offered",
+        note: "a subscription's deliveries go out one at a time, in order, from its drainer: its ceiling is 1000 / cycleMs deliveries/s, against rate/subscriptions offered",
         offeredPerSecond: config.eventsPerSecond / config.subscriptions,
-        sendingJobMs: of((i) => nan(sendingRun(i)?.end) - nan(sendingRun(i)?.start)),
-        sendingJobPhasesMs: {
-          note: "the job that sent, split by its spans: start -> prepare transaction -> sign -> send -> record transaction -> end",
-          toPrepare: of((i) => nan(tx(i, 0)?.start) - nan(sendingRun(i)?.start)),
-          prepareTransaction: of((i) => nan(tx(i, 0)?.end) - nan(tx(i, 0)?.start)),
-          sign: of((i) => nan(send(i)?.start) - nan(tx(i, 0)?.end)),
-          send: of((i) => nan(send(i)?.end) - nan(send(i)?.start)),
-          toRecord: of((i) => nan(tx(i, 1)?.start) - nan(send(i)?.end)),
-          recordTransaction: of((i) => nan(tx(i, 1)?.end) - nan(tx(i, 1)?.start)),
-          afterRecord: of((i) => nan(sendingRun(i)?.end) - nan(tx(i, 1)?.end)),
-        },
-        statementsPerSendingJob: of((i) => nan(work(sendingJob(i))?.statements)),
-        statementMsPerSendingJob: of((i) => nan(work(sendingJob(i))?.statementMs)),
-        parkedJobMs: distribution(
-          parkedJobs.map((j) => nan(trace.jobRuns.get(j)?.end) - nan(trace.jobRuns.get(j)?.start)),
-        ),
-        statementsPerParkedJob: distribution(parkedJobs.map((j) => nan(work(j)?.statements))),
+        attemptMs: of((i) => nan(attemptOf(i)?.end) - nan(attemptOf(i)?.start)),
         handoverGapMs: distribution(handoverGaps),
         cycleMs: distribution(cycleTimes),
       },
       jobs: {
-        perDelivery: distribution(jobsPerDelivery),
-        parkedShare: round3(jobsPerDelivery.filter((n) => n > 1).length / Math.max(1, jobsPerDelivery.length)),
+        note: "drain jobs created by rounds and runs of them (a run that finds a live drainer holding the slot ends at once); statements under Job.run: acquire, take, permission check, record, release",
+        created: attempts!.jobs,
+        runs: trace.jobRuns(),
+        runsPerDelivery: round3(trace.jobRuns() / Math.max(1, attempts!.deliveries)),
+        statementsPerDelivery: round3(statements.count / Math.max(1, attempts!.deliveries)),
+        statementMsPerDelivery: round3(statements.ms / Math.max(1, attempts!.deliveries)),
         attempts: attempts!.attempts,
         non2xxAttempts: attempts!.non2xx,
         deliveries: attempts!.deliveries,

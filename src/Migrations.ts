@@ -14,6 +14,7 @@ import jobs from "../migrations/0003_jobs.ts"
 import jobWorkers from "../migrations/0004_job_workers.ts"
 import permissionGrants from "../migrations/0005_permission_grants.ts"
 import webhooks from "../migrations/0006_webhooks.ts"
+import webhookDrains from "../migrations/0007_webhook_drains.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -22,6 +23,7 @@ export const migrations = {
   "0004_job_workers": jobWorkers,
   "0005_permission_grants": permissionGrants,
   "0006_webhooks": webhooks,
+  "0007_webhook_drains": webhookDrains,
 } as const
 
 /** The table in which the migrator records applied migrations. */

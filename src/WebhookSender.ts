@@ -15,8 +15,11 @@
  *   of the response body are read, then the connection is dropped; connecting and the whole
  *   exchange each have a time limit.
  *
- * Each call uses its own undici `Agent`, destroyed when the call ends, so no connection (and no
- * resolved address) outlives the attempt that checked it.
+ * By default each call uses its own undici `Agent`, destroyed when the call ends, so no
+ * connection (and no resolved address) outlives the attempt that checked it. A caller sending many
+ * requests to one target in a short while (a drainer working through a subscription's backlog)
+ * may pass its own `Connections` instead, made with the same policy and limits: its keep-alive
+ * connections were each checked when dialed, and they end when the caller closes them.
  */
 import { Clock, Duration, Effect, Result } from "effect"
 import { Agent } from "undici"
@@ -63,6 +66,21 @@ export const defaultLimits: SendLimits = {
 }
 
 type Outcome = Omit<SendResult, "durationMs">
+
+/** Connections shared by the sends of one caller; see the module header. */
+export interface Connections {
+  readonly agent: Agent
+}
+
+const makeAgent = (policy: TargetPolicy, limits: SendLimits) =>
+  new Agent({ connect: { lookup: safeLookup(policy), timeout: Duration.toMillis(limits.connectTimeout) } })
+
+/** Keep-alive connections checked by `policy` when dialed, destroyed when the scope closes. */
+export const connections = (policy: TargetPolicy, limits: Partial<SendLimits> = {}) =>
+  Effect.acquireRelease(
+    Effect.sync((): Connections => ({ agent: makeAgent(policy, { ...defaultLimits, ...limits }) })),
+    ({ agent }) => Effect.ignore(Effect.tryPromise(() => agent.destroy())),
+  )
 
 const failed = (errorClass: ErrorClass): Outcome => ({
   status: undefined,
@@ -183,34 +201,40 @@ export const send = Effect.fn("WebhookSender.send")(function* (
   request: SendRequest,
   policy: TargetPolicy,
   limits: Partial<SendLimits> = {},
+  shared?: Connections,
 ) {
   const started = yield* Clock.currentTimeMillis
-  const outcome = yield* attempt(request, policy, { ...defaultLimits, ...limits })
+  const outcome = yield* attempt(request, policy, { ...defaultLimits, ...limits }, shared)
   const finished = yield* Clock.currentTimeMillis
   return { ...outcome, durationMs: finished - started } satisfies SendResult
 })
 
-const attempt = (request: SendRequest, policy: TargetPolicy, limits: SendLimits): Effect.Effect<Outcome> => {
+const attempt = (
+  request: SendRequest,
+  policy: TargetPolicy,
+  limits: SendLimits,
+  shared: Connections | undefined,
+): Effect.Effect<Outcome> => {
   if (Buffer.byteLength(request.body, "utf8") > limits.maxRequestBytes) return Effect.succeed(failed("too_large"))
   const target = parseTarget(request.url, policy)
   if (Result.isFailure(target)) {
     return Effect.as(Effect.logDebug("webhook target refused", target.failure.message), failed("blocked_ip"))
   }
-  return Effect.acquireUseRelease(
-    Effect.sync(
-      () =>
-        new Agent({
-          connect: { lookup: safeLookup(policy), timeout: Duration.toMillis(limits.connectTimeout) },
-        }),
-    ),
-    (agent) =>
-      Effect.tryPromise({
-        try: (signal) => exchange(agent, target.success, request, limits.maxResponseBytes, signal),
-        catch: (error) => error,
-      }),
-    // Destroying (not closing) drops a connection still streaming a body we stopped reading.
-    (agent) => Effect.ignore(Effect.tryPromise(() => agent.destroy())),
-  ).pipe(
+  const exchangeWith = (agent: Agent) =>
+    Effect.tryPromise({
+      try: (signal) => exchange(agent, target.success, request, limits.maxResponseBytes, signal),
+      catch: (error) => error,
+    })
+  const sent =
+    shared === undefined
+      ? Effect.acquireUseRelease(
+          Effect.sync(() => makeAgent(policy, limits)),
+          exchangeWith,
+          // Destroying (not closing) drops a connection still streaming a body we stopped reading.
+          (agent) => Effect.ignore(Effect.tryPromise(() => agent.destroy())),
+        )
+      : exchangeWith(shared.agent)
+  return sent.pipe(
     Effect.catch((error) => {
       const errorClass = classify(error)
       return Effect.as(Effect.logDebug("webhook send failed", errorClass, String(error)), failed(errorClass))

@@ -1,8 +1,9 @@
 /**
  * State changes of webhook subscriptions that several parts share (the `Webhooks` service, the
  * `webhooks` consumer's loss handler, the delivery job). Disabling a subscription ends its pending
- * deliveries in the same statement: a disabled subscription has nothing in flight, and enabling it
- * again starts from the head of the log.
+ * deliveries and frees its drain slot in the same statement: a disabled subscription has nothing in
+ * flight, its drainer (perhaps snoozed for hours after a failure) stops at its next step, and
+ * enabling it again starts from the head of the log with a fresh drainer.
  */
 import { Effect, Metric } from "effect"
 import { SqlClient } from "effect/sql"
@@ -29,6 +30,9 @@ export const disable = Effect.fn("WebhookSubscriptions.disable")(function* (
       UPDATE webhook_deliveries AS d SET state = 'dead', dead_reason = ${`disabled:${cause}`}, finished_at = clock_timestamp()
       FROM off WHERE d.subscription_id = off.id AND d.state = 'pending'
       RETURNING d.id
+    ), freed AS (
+      UPDATE webhook_drains AS w SET job_id = NULL FROM off WHERE w.subscription_id = off.id AND w.job_id IS NOT NULL
+      RETURNING w.subscription_id
     )
     SELECT id::text FROM off`
   yield* disabledCount(cause, rows.length)

@@ -1,15 +1,24 @@
 /**
  * The `webhooks` consumer: in each round, every event gets a delivery for each active subscription
  * whose scope holds the event's space and whose filter holds its type, numbered gap-free per
- * subscription, and one delivery job each, all in the round's transaction.
+ * subscription, all in the round's transaction; and each subscription that got deliveries gets
+ * one drain job (`WebhookDelivery`), unless a live drainer already holds its slot.
  *
- * Matching goes through `webhook_subscription_spaces` (indexed by space): the cost is the matching
- * subscriptions, not all of them. A subscription receives only events after the one it started at.
+ * Matching looks up each event's space in `webhook_subscription_spaces` (a LATERAL index probe per
+ * event, so the cost is the matching subscriptions, not all of them). The events come in as typed
+ * arrays, so the planner knows how many there are. A subscription receives only events after the
+ * one it started at.
+ *
+ * The per-subscription `sequence` lives on the subscription's `webhook_drains` row, not on the
+ * subscription itself: bumping it locks that row until the round commits, which is exactly the
+ * lock a finishing drainer takes before it re-checks for pending deliveries. So when the round sees
+ * a live drainer holding the slot and creates no job, that drainer's release check runs after this
+ * round's deliveries are committed and sees them (the full argument is in WebhookDelivery.ts).
  *
  * Loss: when events after the cursor left the log before the round read them, every active
  * subscription that began before the end of the lost range is disabled with cause `gap`.
  */
-import { type Duration, Effect } from "effect"
+import { type Array as Arr, type Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "./Consumer.ts"
 import type { FanOutJob, LostRange } from "./ConsumerRound.ts"
@@ -22,41 +31,71 @@ export const queue = "webhooks"
 /** Job attempts for infrastructure errors; the delivery's own retries are snoozes (see WebhookSchedule). */
 export const maxAttempts = 25
 
-export const deliveryJob = (deliveryId: bigint) => ({
+/** The job that drains one subscription's pending deliveries. */
+export const drainJob = (subscriptionId: string) => ({
   kind: deliverKind,
   queue,
-  args: { delivery: deliveryId.toString() },
+  args: { subscription: subscriptionId },
   maxAttempts,
 })
 
-export const fanOut = Effect.fn("WebhooksConsumer.fanOut")(function* (events: ReadonlyArray<Event>) {
-  const sql = yield* SqlClient.SqlClient
-  const rows = JSON.stringify(
-    events.map((e) => ({ seq: e.seq.toString(), space: e.space, type: e.type, epoch: e.epoch })),
-  )
-  const created = yield* sql<{ id: bigint; subscriptionId: string; seq: bigint }>`
-    WITH ev AS (
-      SELECT * FROM jsonb_to_recordset(${rows}::jsonb) AS e(seq bigint, space text, type text, epoch integer)
-    ), matched AS (
-      SELECT e.seq, e.epoch, s.id AS sub
-      FROM ev AS e
-      JOIN webhook_subscription_spaces AS ss ON ss.space_id = e.space
-      JOIN webhook_subscriptions AS s ON s.id = ss.subscription_id
-      WHERE s.state = 'active' AND e.seq > s.started_seq
-        AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
-    ), counted AS (
-      SELECT sub, count(*) AS n FROM matched GROUP BY sub
-    ), numbered AS (
-      UPDATE webhook_subscriptions AS s SET sequence = s.sequence + c.n
-      FROM counted AS c WHERE s.id = c.sub
-      RETURNING s.id, s.sequence - c.n AS base
-    )
-    INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, sequence)
-    SELECT m.sub, m.seq, m.epoch, n.base + row_number() OVER (PARTITION BY m.sub ORDER BY m.seq)
-    FROM matched AS m JOIN numbered AS n ON n.id = m.sub
-    RETURNING id, subscription_id::text AS "subscriptionId", event_seq AS seq`
-  return created.map((d): FanOutJob => ({ seq: d.seq, receiver: d.subscriptionId, ...deliveryJob(d.id) }))
-})
+export interface FanOutOptions {
+  /**
+   * No job for a subscription whose slot a live drainer holds (it will see the new deliveries).
+   * Off: one job per subscription and round, and the extra ones end at once as no-ops.
+   */
+  readonly skipHeld: boolean
+}
+
+export const makeFanOut = (options: FanOutOptions) =>
+  Effect.fn("WebhooksConsumer.fanOut")(function* (events: Arr.NonEmptyReadonlyArray<Event>) {
+    const sql = yield* SqlClient.SqlClient
+    const seqs = events.map((e) => e.seq.toString())
+    const spaces = events.map((e) => e.space)
+    const types = events.map((e) => e.type)
+    const epochs = events.map((e) => e.epoch)
+    // Each `OFFSET 0` LATERAL keeps matching a probe per event of the space index, then of the
+    // subscriptions' primary key per candidate: without them the planner hashes a scan of every
+    // subscription (once per batch, or worse once per event), whatever the batch's size.
+    const rows = yield* sql<{ subscription: string; seq: bigint; held: boolean }>`
+      WITH ev AS (
+        SELECT * FROM unnest(${seqs}::bigint[], ${spaces}::text[], ${types}::text[], ${epochs}::int[])
+          AS e(seq, space, type, epoch)
+      ), matched AS (
+        SELECT e.seq, e.epoch, s.sub
+        FROM ev AS e
+        CROSS JOIN LATERAL (
+          SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
+        ) AS ss
+        CROSS JOIN LATERAL (
+          SELECT s.id AS sub FROM webhook_subscriptions AS s
+          WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
+            AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+          OFFSET 0
+        ) AS s
+      ), counted AS (
+        SELECT sub, count(*) AS n, min(seq) AS first FROM matched GROUP BY sub
+      ), numbered AS (
+        INSERT INTO webhook_drains AS w (subscription_id, sequence)
+        SELECT sub, n FROM counted ORDER BY sub
+        ON CONFLICT (subscription_id) DO UPDATE SET sequence = w.sequence + excluded.sequence
+        RETURNING w.subscription_id AS sub, w.sequence, w.job_id
+      ), inserted AS (
+        INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, sequence)
+        SELECT m.sub, m.seq, m.epoch, n.sequence - c.n + row_number() OVER (PARTITION BY m.sub ORDER BY m.seq)
+        FROM matched AS m JOIN counted AS c ON c.sub = m.sub JOIN numbered AS n ON n.sub = m.sub
+      )
+      SELECT n.sub::text AS subscription, c.first AS seq,
+             (n.job_id IS NOT NULL AND EXISTS (
+               SELECT 1 FROM jobs AS j
+               WHERE j.id = n.job_id AND j.state IN ('available', 'scheduled', 'running', 'retryable'))) AS held
+      FROM numbered AS n JOIN counted AS c ON c.sub = n.sub`
+    return rows
+      .filter((r) => !(options.skipHeld && r.held))
+      .map((r): FanOutJob => ({ seq: r.seq, receiver: r.subscription, ...drainJob(r.subscription) }))
+  })
+
+export const fanOut = makeFanOut({ skipHeld: true })
 
 export const onLoss = (lost: LostRange) =>
   disableStartedBefore(lost.lastSeq).pipe(
@@ -68,5 +107,16 @@ export const onLoss = (lost: LostRange) =>
     Effect.asVoid,
   )
 
-export const layer = (options: { readonly batchSize: number; readonly pollInterval: Duration.Input }) =>
-  Consumer.layer({ name, batchSize: options.batchSize, pollInterval: options.pollInterval, fanOut, onLoss })
+export const layer = (options: {
+  readonly batchSize: number
+  readonly pollInterval: Duration.Input
+  /** See `FanOutOptions.skipHeld`; default on. */
+  readonly skipHeld?: boolean
+}) =>
+  Consumer.layer({
+    name,
+    batchSize: options.batchSize,
+    pollInterval: options.pollInterval,
+    fanOut: options.skipHeld === false ? makeFanOut({ skipHeld: false }) : fanOut,
+    onLoss,
+  })

@@ -45,7 +45,10 @@ layer(Live, { excludeTestServices: true })("Webhook order", (it) => {
         }
         yield* Layer.build(WebhooksConsumer.layer({ batchSize: 200, pollInterval: "500 millis" }))
         const kind = yield* WebhookDelivery.make
-        yield* Layer.build(JobWorker.layer({ kinds: [kind], queues: { webhooks: { concurrency: 8 } } }))
+        // A failed delivery snoozes its drainer for the (10 ms) retry step; the poll brings it back.
+        yield* Layer.build(
+          JobWorker.layer({ kinds: [kind], queues: { webhooks: { concurrency: 8 } }, pollInterval: "50 millis" }),
+        )
 
         const spaces = ["o-a", "o-b", "o-c"]
         const types = ["item.created", "item.updated"]

@@ -14,8 +14,8 @@ import * as WebhookReceiver from "./support/WebhookReceiver.ts"
 const Live = TestWebhooks.layer()
 
 /**
- * A subscription with one event to deliver, under the TestClock. `attempt()` runs the delivery job
- * once, as the job runtime would, and returns when it asks to run again (its snooze), or `undefined`
+ * A subscription with one event to deliver, under the TestClock. `attempt()` runs the round's drain
+ * job once, as the job runtime would (same job id each time, so it keeps the subscription's slot), and returns when it asks to run again (its snooze), or `undefined`
  * when it is done. Driving the job directly keeps the clock still while an attempt runs; the job
  * runtime's own handling of a snooze is tested with the runtime.
  */
@@ -34,18 +34,18 @@ const setup = (path: string, space: string, answer: (n: number) => WebhookReceiv
     })
     yield* (yield* EventLog).append([{ space, type: "item.created", actor: "a", payload: {} }])
     yield* TestWebhooks.round()
-    const [delivery] = yield* sql<{ id: bigint }>`
-      SELECT id FROM webhook_deliveries WHERE subscription_id = ${sub.id}::uuid`
+    const [job] = yield* sql<{ id: bigint }>`
+      SELECT id FROM jobs WHERE args->>'subscription' = ${sub.id}`
     const kind = yield* WebhookDelivery.make
     const info: JobInfo = {
-      id: 0n,
+      id: job!.id,
       kind: kind.kind,
       queue: "webhooks",
       attempt: 1,
       maxAttempts: 25,
       createdAt: new Date(),
     }
-    const attempt = kind.run({ delivery: String(delivery!.id) }, info).pipe(
+    const attempt = kind.run({ subscription: sub.id }, info).pipe(
       Effect.as(undefined),
       Effect.catchTag("JobSnooze", (snooze) => Effect.succeed(snooze.delay)),
     )
