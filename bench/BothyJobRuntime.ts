@@ -34,7 +34,7 @@ export const make = (prefetch = 0) =>
 
     return {
       name: prefetch === 0 ? "ours" : `ours-prefetch-${prefetch}`,
-      description: `bothy JobWorker.layer (poll 1 s, ${prefetch === 0 ? "claims up to the free slots (the default)" : `prefetch ${prefetch}: claims up to the free slots plus ${prefetch} held jobs, refetching at half`}, completer batches whatever outcomes wait), one queue; NotificationStream.layer(); a pool of ${workerConnections} connections. Inserts through Jobs.insert on a separate pool of 4.`,
+      description: `bothy JobWorker.layer (poll 1 s, ${prefetch === 0 ? "claims up to the free slots (the default)" : `prefetch ${prefetch}: claims up to the free slots plus ${prefetch} held jobs, refetching at half`}, completer batches whatever outcomes wait; a completed job's row is deleted, claims commit without waiting for their WAL flush, outcomes wait for theirs), one queue; NotificationStream.layer(); a pool of ${workerConnections} connections. Inserts through Jobs.insert on a separate pool of 4.`,
       reset: Effect.andThen(sql`TRUNCATE jobs`, sql`DELETE FROM job_workers`),
       analyze: sql.unsafe("VACUUM ANALYZE jobs"),
       enqueueMany: (ids) => jobs.insert(ids.map((i) => ({ kind: noopKind, args: { i } }))),

@@ -366,7 +366,7 @@ const run = Effect.gen(function* () {
       },
       job: "a no-op: the run function records performance.now() for its arg i and returns",
       enqueue:
-        "all 10,000 in one call: ours one Jobs.insert (one INSERT … SELECT FROM jsonb_to_recordset, one pg_notify per queue); graphile one addJobs (one graphile_worker.add_jobs call)",
+        "all 10,000 in one call: ours one Jobs.insert (one INSERT … SELECT FROM unnest of one typed array per column, one pg_notify per queue); graphile one addJobs (one graphile_worker.add_jobs call)",
       process:
         "timed from the worker's start (its layer build / run(), its pool opened lazily inside the window) until the job table holds no unfinished job, polled every 10 ms after the 22,000th run started; the worker is stopped afterwards, untimed. One worker: one JobWorker layer / one graphile-worker run(), in the bench process",
       latency:

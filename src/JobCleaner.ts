@@ -1,7 +1,8 @@
 /**
  * Removes finished jobs after their retention, in bounded batches so that a large backlog never
- * becomes one long transaction. Completed jobs go quickly (the history that matters lives in the
- * delivery tables); cancelled and discarded ones stay longer for inspection.
+ * becomes one long transaction. The only completed jobs left to it are those with a unique key
+ * (the others are deleted as they complete, see `JobFinalize`); they go quickly, once a duplicate
+ * insert is no longer to be feared. Cancelled and discarded ones stay longer for inspection.
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"

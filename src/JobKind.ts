@@ -2,7 +2,8 @@
  * A job kind: its name, the `Schema` its args must decode with, and the effect that runs it.
  *
  * What a run's outcome means:
- * - success: the job is completed.
+ * - success: the job is completed (its row deleted, or kept a while if it has a unique key; see
+ *   `JobFinalize`).
  * - `JobCancel`: it must never run again (e.g. "permission revoked"): cancelled, with the reason.
  * - `JobSnooze`: run again after a delay without spending an attempt (e.g. `Retry-After`).
  * - any other failure, a defect, or the per-job timeout: retried with backoff, discarded after
@@ -34,7 +35,11 @@ export interface JobKind<A = unknown, E = unknown, R = never> {
   readonly kind: string
   readonly args: Schema.Decoder<A>
   readonly run: (args: A, job: JobInfo) => Effect.Effect<void, E | JobCancel | JobSnooze, R>
-  /** Interrupts a run that takes longer (counts as a failed attempt). Default 5 minutes. */
+  /**
+   * Interrupts a run that takes longer (counts as a failed attempt). Default 5 minutes. The worker
+   * checks deadlines every tenth of its shortest kind timeout (10 ms to 1 s), so a run may overstay
+   * by up to that.
+   */
   readonly timeout?: Duration.Input
   /** Delay before retry `attempt + 1` after attempt `attempt` failed. Default: `JobBackoff.exponential`. */
   readonly retryDelay?: (attempt: number) => Duration.Duration

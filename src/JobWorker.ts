@@ -1,12 +1,14 @@
 /**
- * The job runtime: claims jobs in batches, runs each as a fiber under a per-queue concurrency
- * limit, and records outcomes in batches, every change after a claim compare-and-set.
+ * The job runtime: claims jobs in batches, runs them under a per-queue concurrency limit (a fiber
+ * per busy slot), and records outcomes in batches, every change after a claim compare-and-set.
  *
  *   per queue: wake (NOTIFY on `jobs` with the queue's name, reconnect, poll, a freed slot after a
- *   full fetch) -> claim up to the free slots (plus the prefetch room) -> fork each job (or hold
- *   it until a slot frees) -> outcome -> completer
- *   completer: takes whatever outcomes are waiting (one or a thousand) -> one UPDATE -> repeat
+ *   full fetch) -> claim up to the free slots (plus the prefetch room) -> a fiber per job (held
+ *   jobs wait and run in turn in a slot's fiber) -> outcome -> completer
+ *   completer: takes whatever outcomes are waiting (one or a thousand) -> one statement (completed
+ *   jobs are deleted, see `JobFinalize`) -> repeat
  *   heartbeat: renews this worker's lease; rescuer: puts back jobs of workers whose lease expired
+ *   watchdog: interrupts attempts past their kind's timeout
  *
  * Wake-ups coalesce in a one-slot queue: the first notification starts a fetch at once, and any
  * number arriving during it cause exactly one more; there is no fixed cooldown.
@@ -68,7 +70,10 @@ export interface JobWorkerOptions<R> {
   readonly lease?: Duration.Input
   /** How long shutdown lets running jobs finish before interrupting them. Default 10 s. */
   readonly shutdownTimeout?: Duration.Input
-  /** How long completed jobs stay (default 1 h), and cancelled or discarded ones (default 7 days). */
+  /**
+   * How long completed jobs with a unique key stay (default 1 h; those without one are deleted as
+   * they complete), and cancelled or discarded ones (default 7 days).
+   */
   readonly completedRetention?: Duration.Input
   readonly deadRetention?: Duration.Input
   /** How often the cleaner runs. Default 1 minute. */
@@ -116,11 +121,51 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
       const leaseMillis = Duration.toMillis(options.lease ?? Duration.seconds(10))
       const pollInterval = options.pollInterval ?? Duration.seconds(1)
       const queues = Object.entries(options.queues ?? { default: { concurrency: 10 } })
-      const kinds = new Map(options.kinds.map((k) => [k.kind, k]))
+      // What an attempt of each kind needs, made once rather than per job: its args decoder and its
+      // metrics with the kind attribute (a metric keeps its series key cached per instance).
+      const kinds = new Map(
+        options.kinds.map((kind) => {
+          const tagged = <I, S>(metric: Metric.Metric<I, S>) => Metric.withAttributes(metric, { kind: kind.kind })
+          const outcomes: Record<Outcome["_tag"], Metric.Metric<number, unknown> | undefined> = {
+            Completed: tagged(JobMetrics.completed),
+            Cancelled: tagged(JobMetrics.cancelled),
+            Discarded: tagged(JobMetrics.discarded),
+            Retry: tagged(JobMetrics.retried),
+            Snooze: tagged(JobMetrics.snoozed),
+            Release: undefined,
+          }
+          return [
+            kind.kind,
+            {
+              kind,
+              decode: Schema.decodeUnknownExit(kind.args),
+              timeoutMillis: Duration.toMillis(kind.timeout ?? defaultTimeout),
+              claimed: tagged(JobMetrics.claimed),
+              insertToStart: tagged(JobMetrics.insertToStart),
+              startToFinish: tagged(JobMetrics.startToFinish),
+              outcomes,
+            },
+          ] as const
+        }),
+      )
       const kindNames = Array.from(kinds.keys())
       if (!Arr.isReadonlyArrayNonEmpty(kindNames))
         return yield* Effect.die("JobWorker.layer needs at least one job kind")
       const defaultDelay = JobBackoff.exponential()
+
+      // Per-attempt timeouts: one watchdog that wakes every `watchTick` by the worker's Clock and
+      // interrupts the attempts past their deadline, rather than a timer and two racing fibers per
+      // attempt (what `Effect.timeout` costs: more than a short job). So an attempt runs up to one
+      // tick, a tenth of the shortest timeout (at least 10 ms, at most 1 s), past its timeout.
+      const watched = new Set<{
+        readonly fiber: Fiber.Fiber<unknown, unknown>
+        readonly deadline: number
+        timedOut: boolean
+      }>()
+      const watchTick = Math.min(
+        1000,
+        Math.max(10, Math.min(...Array.from(kinds.values(), (k) => k.timeoutMillis)) / 10),
+      )
 
       yield* JobLease.renew(id, leaseMillis)
 
@@ -183,80 +228,81 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         return retryOrDiscard(job, errorOf(job, "defect", Cause.pretty(exit.cause), now), now, kind)
       }
 
-      const count = (metric: typeof JobMetrics.claimed, kind: string) =>
-        Metric.update(Metric.withAttributes(metric, { kind }), 1)
-
-      const metricOf: Record<Outcome["_tag"], typeof JobMetrics.claimed | undefined> = {
-        Completed: JobMetrics.completed,
-        Cancelled: JobMetrics.cancelled,
-        Discarded: JobMetrics.discarded,
-        Retry: JobMetrics.retried,
-        Snooze: JobMetrics.snoozed,
-        Release: undefined,
-      }
-
-      /** Decodes the args and runs the attempt; any result becomes an outcome, never an error. */
-      const attempt = Effect.fnUntraced(function* (job: ClaimedJob, started: number) {
-        // Claims ask only for the kinds in this map.
-        const kind = kinds.get(job.kind)!
-        const args = Schema.decodeUnknownExit(kind.args)(job.args)
-        if (Exit.isFailure(args)) {
-          const message = `args do not decode: ${Cause.pretty(args.cause)}`
-          return { _tag: "Discarded", error: errorOf(job, "bad_args", message, started) } satisfies Outcome
-        }
-        const info: JobInfo = {
-          id: job.id,
-          kind: job.kind,
-          queue: job.queue,
-          attempt: job.attempt,
-          maxAttempts: job.maxAttempts,
-          createdAt: job.createdAt,
-        }
-        const parent = traceParentSpan(job.traceParent)
-        const exit = yield* kind.run(args.value, info).pipe(
-          Effect.timeout(kind.timeout ?? defaultTimeout),
-          Effect.withSpan("Job.run", {
-            attributes: { "job.kind": job.kind, "job.id": String(job.id), "job.attempt": job.attempt },
-            ...(Option.isSome(parent) ? { parent: parent.value } : {}),
-          }),
-          Effect.exit,
-        )
-        return outcomeOf(job, kind, exit, yield* Clock.currentTimeMillis)
-      })
-
-      /** `claimedAt`: this worker's clock when the claim returned, to add any time the job was held. */
+      /**
+       * Runs one attempt; whatever happens becomes an outcome on `finished`, never an error. This is
+       * the hot path for short jobs, so its bookkeeping is synchronous: clock and metrics read from
+       * the job's fiber, the outcome offered without suspending.
+       *
+       * `claimedAt`: this worker's clock when the claim returned, to add any time the job was held.
+       */
       const runJob = (job: ClaimedJob, claimedAt: number) =>
-        Effect.gen(function* () {
-          yield* count(JobMetrics.claimed, job.kind)
-          const started = yield* Clock.currentTimeMillis
+        Effect.withFiber((fiber) => {
+          // Claims ask only for the kinds in this map.
+          const perKind = kinds.get(job.kind)!
+          const { kind } = perKind
+          const context = fiber.context
+          const clock = fiber.getRef(Clock.Clock)
+          const started = clock.currentTimeMillisUnsafe()
+          perKind.claimed.updateUnsafe(1, context)
           if (job.attempt === 1) {
-            yield* Metric.update(
-              Metric.withAttributes(JobMetrics.insertToStart, { kind: job.kind }),
-              job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt),
-            )
+            const insertToStart = job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt)
+            perKind.insertToStart.updateUnsafe(insertToStart, context)
           }
-          const outcome = yield* attempt(job, started)
-          const ended = yield* Clock.currentTimeMillis
-          yield* Metric.update(Metric.withAttributes(JobMetrics.startToFinish, { kind: job.kind }), ended - started)
-          const metric = metricOf[outcome._tag]
-          if (metric !== undefined) yield* count(metric, job.kind)
-          yield* Queue.offer(finished, { id: job.id, attempt: job.attempt, outcome })
-        }).pipe(
-          // Shutdown interrupted it: put it back for another worker, its attempt not spent.
-          Effect.onInterrupt(() =>
-            Effect.flatMap(Clock.currentTimeMillis, (now) =>
-              Queue.offer(finished, {
-                id: job.id,
-                attempt: job.attempt,
-                outcome: {
-                  _tag: "Release",
-                  at: new Date(now),
-                  error: errorOf(job, "interrupted", "the worker shut down while the job ran", now),
-                },
+          const watch = { fiber, deadline: started + perKind.timeoutMillis, timedOut: false }
+          const record = (outcome: Outcome) => {
+            watched.delete(watch)
+            perKind.startToFinish.updateUnsafe(clock.currentTimeMillisUnsafe() - started, context)
+            perKind.outcomes[outcome._tag]?.updateUnsafe(1, context)
+            Queue.offerUnsafe(finished, { id: job.id, attempt: job.attempt, outcome })
+          }
+          const args = perKind.decode(job.args)
+          if (Exit.isFailure(args)) {
+            const message = `args do not decode: ${Cause.pretty(args.cause)}`
+            record({ _tag: "Discarded", error: errorOf(job, "bad_args", message, started) })
+            return Effect.void
+          }
+          const info: JobInfo = {
+            id: job.id,
+            kind: job.kind,
+            queue: job.queue,
+            attempt: job.attempt,
+            maxAttempts: job.maxAttempts,
+            createdAt: job.createdAt,
+          }
+          const parent = traceParentSpan(job.traceParent)
+          watched.add(watch)
+          return kind.run(args.value, info).pipe(
+            Effect.withSpan(
+              "Job.run",
+              {
+                attributes: { "job.kind": job.kind, "job.id": String(job.id), "job.attempt": job.attempt },
+                ...(Option.isSome(parent) ? { parent: parent.value } : {}),
+              },
+              // The span's source is always this line; capturing it per job costs more than a short job.
+              { captureStackTrace: false },
+            ),
+            Effect.exit,
+            Effect.map((exit) => record(outcomeOf(job, kind, exit, clock.currentTimeMillisUnsafe()))),
+            // The watchdog interrupted it: a failed attempt. Otherwise shutdown did: put it back for
+            // another worker, its attempt not spent.
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                const now = clock.currentTimeMillisUnsafe()
+                if (watch.timedOut) {
+                  const error = errorOf(job, "timeout", "the attempt exceeded its timeout", now)
+                  return record(retryOrDiscard(job, error, now, kind))
+                }
+                watched.delete(watch)
+                const error = errorOf(job, "interrupted", "the worker shut down while the job ran", now)
+                Queue.offerUnsafe(finished, {
+                  id: job.id,
+                  attempt: job.attempt,
+                  outcome: { _tag: "Release", at: new Date(now), error },
+                })
               }),
             ),
-          ),
-        )
+          )
+        })
 
       const producer = (queue: string, { concurrency, prefetch = 0 }: QueueOptions) =>
         Effect.gen(function* () {
@@ -269,9 +315,32 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           let running = 0
           let mayHaveMore = true
           let stopping = false
+          // A slot asked for a refill; a claim is in flight.
+          let refilling = false
+          let claiming = false
+          // A slot's fiber runs its job, then any held ones, one after another, and frees the slot
+          // when none is left: with prefetch, no fiber per job. Without prefetch a job starts at once,
+          // inside the claiming fiber; with it, through the scheduler, so that the fetcher can send
+          // the next claim while the held jobs run.
           const start = (job: ClaimedJob, claimedAt: number) => {
             running++
-            return FiberSet.run(jobs, Effect.ensuring(runJob(job, claimedAt), freed))
+            const slot = Effect.gen(function* () {
+              let next: { readonly job: ClaimedJob; readonly claimedAt: number } | undefined = { job, claimedAt }
+              while (next !== undefined) {
+                yield* runJob(next.job, next.claimedAt)
+                next = stopping ? undefined : held.shift()
+                if (next !== undefined && mayHaveMore && held.length <= lowWater && !claiming) {
+                  // Time to refill: every slot yields until the fetcher has sent its claim, which
+                  // otherwise waits behind the slots' next jobs until the held ones run out.
+                  if (!refilling) {
+                    refilling = true
+                    yield* poke
+                  }
+                  yield* Effect.yieldNow
+                }
+              }
+            })
+            return FiberSet.run(jobs, Effect.ensuring(slot, freed), { startImmediately: prefetch === 0 })
           }
           // A wake-up from outside says there may be new jobs, whatever the last claim found.
           const wakeUp = Effect.suspend(() => {
@@ -280,6 +349,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           })
           const freed: Effect.Effect<void, never, Exclude<R, Tracer.ParentSpan>> = Effect.suspend(() => {
             running--
+            // Jobs held after this slot last looked (it may yield on its way out) take the slot.
             const next = stopping ? undefined : held.shift()
             const refill = mayHaveMore && held.length <= lowWater ? poke : Effect.void
             return next === undefined ? refill : Effect.andThen(start(next.job, next.claimedAt), refill)
@@ -287,9 +357,20 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           const fetch = Effect.gen(function* () {
             for (;;) {
               const room = concurrency - running + prefetch - held.length
-              if (room <= 0 || held.length > lowWater) return
+              if (room <= 0 || held.length > lowWater) {
+                refilling = false
+                return
+              }
               const now = new Date(yield* Clock.currentTimeMillis)
-              const claimed = yield* claim(queue, kindNames, room, id, now)
+              claiming = true
+              const claimed = yield* claim(queue, kindNames, room, id, now).pipe(
+                Effect.ensuring(
+                  Effect.sync(() => {
+                    claiming = false
+                    refilling = false
+                  }),
+                ),
+              )
               const claimedAt = yield* Clock.currentTimeMillis
               mayHaveMore = claimed.length === room
               for (const job of claimed) {
@@ -335,6 +416,15 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
 
       const background = yield* Effect.all(
         [
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            for (const watch of watched) {
+              if (!watch.timedOut && now >= watch.deadline) {
+                watch.timedOut = true
+                watch.fiber.interruptUnsafe()
+              }
+            }
+          }).pipe(Effect.delay(Duration.millis(watchTick)), Effect.forever),
           JobLease.renew(id, leaseMillis).pipe(
             Effect.catchCause((cause) => Effect.logWarning("jobs: lease renewal failed", cause)),
             Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 3))),

@@ -1,5 +1,6 @@
+import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
-import { Clock, Context, Duration, Effect, Layer, Queue, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Queue, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as JobBackoff from "../src/JobBackoff.ts"
@@ -23,14 +24,16 @@ interface Row {
   readonly errors: ReadonlyArray<{ readonly attempt: number; readonly kind: string; readonly message: string }>
 }
 
-const row = (kind: string) =>
+const rows = (kind: string) =>
   Effect.flatMap(
     SqlClient.SqlClient,
     (sql) => sql<Row>`
       SELECT state::text, attempt, max_attempts AS "maxAttempts", scheduled_at AS "scheduledAt",
              finalized_at AS "finalizedAt", errors
-      FROM jobs WHERE kind = ${kind}`,
-  ).pipe(Effect.map((rows) => rows[0]!))
+      FROM jobs WHERE kind = ${kind} ORDER BY id`,
+  )
+
+const row = (kind: string) => Effect.map(rows(kind), (rs) => rs[0]!)
 
 type Batch = ReadonlyArray<Finished & { readonly applied: boolean }>
 
@@ -161,7 +164,7 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
       yield* TestClock.adjust("1 second")
       yield* Queue.take(ran)
       assert.strictEqual((yield* nextOutcome(finalized))._tag, "Completed")
-      assert.strictEqual((yield* row("snoozer")).state, "completed")
+      assert.deepStrictEqual(yield* rows("snoozer"), [], "completed, so deleted")
     }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
   )
 
@@ -183,6 +186,36 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
       assert.strictEqual(r.errors[0]!.kind, "bad_args")
       assert.include(r.errors[0]!.message, "args do not decode")
       assert.strictEqual(yield* Queue.size(ran), 0, "the job never ran")
+    }).pipe(Effect.scoped),
+  )
+
+  it.effect("JobsTimeoutRetried: an attempt past its kind's timeout is interrupted and retried as a timeout", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const interrupted = yield* Queue.unbounded<number>()
+      const kind = JobKind.make({
+        kind: "slow",
+        args: Schema.Struct({}),
+        timeout: "200 millis",
+        retryDelay: () => Duration.millis(10),
+        run: (_, job) =>
+          job.attempt === 1
+            ? Effect.never.pipe(Effect.onInterrupt(() => Queue.offer(interrupted, job.attempt)))
+            : Effect.void,
+      })
+      // A unique key keeps the completed row, and with it the first attempt's error.
+      yield* jobs.insert([{ kind: "slow", queue: "timeout", args: {}, maxAttempts: 3, uniqueKey: "slow:1" }])
+      const { finalized } = yield* startWorker([kind], "timeout")
+      const first = yield* nextOutcome(finalized)
+      assert.strictEqual(first._tag, "Retry")
+      assert.strictEqual(yield* Queue.take(interrupted), 1, "the attempt was interrupted")
+      assert.strictEqual((yield* nextOutcome(finalized))._tag, "Completed")
+      const r = yield* row("slow")
+      assert.deepStrictEqual([r.state, r.attempt], ["completed", 2])
+      assert.deepStrictEqual(
+        r.errors.map((e) => [e.attempt, e.kind]),
+        [[1, "timeout"]],
+      )
     }).pipe(Effect.scoped),
   )
 
@@ -217,6 +250,44 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
         )
         assert.strictEqual(mostAtOnce, 2, "held jobs wait for a slot")
       }).pipe(Effect.scoped),
+  )
+
+  it.effect("JobsPrefetchTimeoutFreesSlot: a held job still runs when the one before it in its slot times out", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const sql = yield* SqlClient.SqlClient
+      const kind = JobKind.make({
+        kind: "mixed",
+        args: Schema.Struct({ hang: Schema.Boolean }),
+        timeout: "200 millis",
+        run: ({ hang }) => (hang ? Effect.never : Effect.void),
+      })
+      yield* jobs.insert([
+        { kind: "mixed", queue: "slot", args: { hang: true }, maxAttempts: 1, priority: 1 },
+        ...Array.from({ length: 3 }, () => ({ kind: "mixed", queue: "slot", args: { hang: false }, priority: 2 })),
+      ])
+      const { finalized } = yield* Effect.gen(function* () {
+        const finalized = yield* Queue.unbounded<Batch>()
+        yield* Layer.build(
+          JobWorker.layer({
+            kinds: [kind],
+            queues: { slot: { concurrency: 1, prefetch: 3 } },
+            onFinalized: (batch) => Queue.offer(finalized, batch).pipe(Effect.asVoid),
+          }),
+        )
+        return { finalized }
+      })
+      let outcomes: Array<string> = []
+      while (outcomes.length < 4) outcomes = [...outcomes, ...(yield* Queue.take(finalized)).map((f) => f.outcome._tag)]
+      assert.deepStrictEqual(outcomes.sort(), ["Completed", "Completed", "Completed", "Discarded"])
+      const states = yield* sql<{ hang: boolean; state: string }>`
+        SELECT (args->>'hang')::boolean AS hang, state::text FROM jobs WHERE kind = 'mixed' ORDER BY id`
+      assert.deepStrictEqual(
+        states.map((r) => [r.hang, r.state]),
+        [[true, "discarded"]],
+        "the completed ones are deleted",
+      )
+    }).pipe(Effect.scoped),
   )
 
   it.effect("JobsPrefetchReleasedOnShutdown: shutdown puts held jobs back unstarted, their attempt not spent", () =>
@@ -289,22 +360,111 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
       const [b] = yield* claim("stale", ["contested"], 1, "worker-b", now())
       assert.strictEqual(b!.attempt, 2)
 
-      // A's late outcome while B runs: ignored.
+      // A's late outcomes while B runs: ignored (a completion would delete the row).
       const late = (outcome: Finished["outcome"]) => finalize([{ id: a!.id, attempt: a!.attempt, outcome }])
-      assert.strictEqual((yield* late({ _tag: "Completed" })).size, 0)
-      let r = yield* row("contested")
-      assert.deepStrictEqual([r.state, r.attempt], ["running", 2])
-      // B finishes; A's late outcomes still change nothing.
-      assert.strictEqual((yield* finalize([{ id: b!.id, attempt: 2, outcome: { _tag: "Completed" } }])).size, 1)
       const error = { attempt: 1, at: new Date().toISOString(), kind: "failure" as const, message: "late" }
+      assert.strictEqual((yield* late({ _tag: "Completed" })).size, 0)
       assert.strictEqual((yield* late({ _tag: "Retry", at: new Date(), error })).size, 0)
-      assert.strictEqual((yield* late({ _tag: "Discarded", error })).size, 0)
-      r = yield* row("contested")
-      assert.deepStrictEqual([r.state, r.attempt], ["completed", 2])
+      const r = yield* row("contested")
+      assert.deepStrictEqual([r.state, r.attempt], ["running", 2])
       assert.deepStrictEqual(
         r.errors.map((e) => e.kind),
         ["rescued"],
       )
+      // B finishes (the row is deleted); A's late outcomes cannot bring it back.
+      assert.strictEqual((yield* finalize([{ id: b!.id, attempt: 2, outcome: { _tag: "Completed" } }])).size, 1)
+      assert.strictEqual((yield* late({ _tag: "Retry", at: new Date(), error })).size, 0)
+      assert.strictEqual((yield* late({ _tag: "Discarded", error })).size, 0)
+      assert.strictEqual((yield* late({ _tag: "Completed" })).size, 0)
+      assert.deepStrictEqual(yield* rows("contested"), [])
     }),
+  )
+
+  it.effect(
+    "JobsCompletedDeletedUnlessUniqueKey: a completed job's row is deleted at once, one with a unique key stays completed",
+    () =>
+      Effect.gen(function* () {
+        const jobs = yield* Jobs
+        const sql = yield* SqlClient.SqlClient
+        yield* jobs.insert([
+          { kind: "finishing", queue: "finish", args: { n: 0 } },
+          { kind: "finishing", queue: "finish", args: { n: 1 }, uniqueKey: "finishing:1" },
+          { kind: "finishing", queue: "finish", args: { n: 2 } },
+        ])
+        yield* JobLease.renew("worker-f", 60_000)
+        const claimed = yield* claim("finish", ["finishing"], 3, "worker-f", new Date(Date.now() + 1000))
+        assert.strictEqual(claimed.length, 3)
+        const done = (attempt: (job: (typeof claimed)[number]) => number) =>
+          finalize(claimed.map((job) => ({ id: job.id, attempt: attempt(job), outcome: { _tag: "Completed" } })))
+        // A completion for another attempt touches neither kind of row.
+        assert.strictEqual((yield* done((job) => job.attempt + 1)).size, 0)
+        const running = yield* sql<{ state: string }>`SELECT state::text FROM jobs WHERE kind = 'finishing'`
+        assert.deepStrictEqual(
+          running.map((r) => r.state),
+          ["running", "running", "running"],
+        )
+
+        assert.deepStrictEqual(
+          [...(yield* done((job) => job.attempt))].sort(),
+          claimed.map((job) => job.id).sort(),
+          "all three applied",
+        )
+        const left = yield* sql<{ n: number; state: string; finalized: boolean }>`
+          SELECT (args->>'n')::int AS n, state::text, finalized_at IS NOT NULL AS finalized
+          FROM jobs WHERE kind = 'finishing'`
+        assert.deepStrictEqual(
+          left.map((r) => [r.n, r.state, r.finalized]),
+          [[1, "completed", true]],
+          "only the row with a unique key is left, completed",
+        )
+        // That row still makes a duplicate insert a no-op; a repeated completion changes nothing.
+        const again = yield* jobs.insert([
+          { kind: "finishing", queue: "finish", args: { n: 1 }, uniqueKey: "finishing:1" },
+        ])
+        assert.deepStrictEqual(again, { inserted: 0, suppressed: 1 })
+        assert.strictEqual((yield* done((job) => job.attempt)).size, 0)
+      }),
+  )
+
+  it.effect(
+    "JobsClaimCommitsUnflushed: a claim's own transaction does not wait for the WAL flush, and the session keeps its setting",
+    () =>
+      Effect.gen(function* () {
+        const jobs = yield* Jobs
+        const db = yield* TestDatabase.TestDatabase
+        yield* jobs.insert([{ kind: "unflushed", queue: "unflushed", args: {} }])
+        // One connection, so that the check after the claim runs in the claim's session, whose own
+        // setting is "on" (the test server's default is "off").
+        const [during, after] = yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const setting = Effect.map(
+            sql<{ v: string }>`SELECT current_setting('synchronous_commit') AS v`,
+            (r) => r[0]!.v,
+          )
+          // Inside a transaction (rolled back) the claim's setting is visible to the next statement.
+          const during = yield* sql
+            .withTransaction(
+              Effect.gen(function* () {
+                const claimed = yield* claim("unflushed", ["unflushed"], 1, "worker-u", new Date(Date.now() + 1000))
+                assert.strictEqual(claimed.length, 1)
+                return yield* Effect.fail(yield* setting)
+              }),
+            )
+            .pipe(Effect.flip)
+          const claimed = yield* claim("unflushed", ["unflushed"], 1, "worker-u", new Date(Date.now() + 1000))
+          assert.strictEqual(claimed.length, 1)
+          return [during, yield* setting] as const
+        }).pipe(
+          Effect.provide(
+            PgClient.layer({
+              url: Redacted.make(db.url),
+              maxConnections: 1,
+              startupParameters: { synchronous_commit: "on" },
+            }),
+          ),
+        )
+        assert.strictEqual(during, "off", "the claim's transaction commits without waiting for the flush")
+        assert.strictEqual(after, "on", "the session's later statements (a job's own writes) still wait")
+      }),
   )
 })

@@ -18,14 +18,23 @@ const startWorker = (env: Record<string, string> = {}) =>
     return { ...worker, id: ready.slice("READY ".length) }
   })
 
-const insertJobs = (args: ReadonlyArray<Record<string, unknown>>) =>
+/**
+ * `keep`: each job gets a unique key, so its row stays `completed` for the test to inspect; without
+ * one a completed job's row is deleted at once.
+ */
+const insertJobs = (args: ReadonlyArray<{ readonly n: number } & Record<string, unknown>>, keep = false) =>
   Effect.gen(function* () {
     const jobs = yield* Jobs
     for (let i = 0; i < args.length; i += 1000) {
       yield* jobs.insert(
-        args
-          .slice(i, i + 1000)
-          .map((a): JobInsert => ({ kind: "test.effect", args: a as JobInsert["args"], maxAttempts: 3 })),
+        args.slice(i, i + 1000).map(
+          (a): JobInsert => ({
+            kind: "test.effect",
+            args: a as JobInsert["args"],
+            maxAttempts: 3,
+            ...(keep ? { uniqueKey: `test.effect:${a.n}` } : {}),
+          }),
+        ),
       )
     }
   })
@@ -35,11 +44,19 @@ const states = Effect.flatMap(
   (sql) => sql<{ state: string; n: number }>`SELECT state::text, count(*)::int AS n FROM jobs GROUP BY 1 ORDER BY 1`,
 ).pipe(Effect.map((rows) => Object.fromEntries(rows.map((r) => [r.state, r.n]))))
 
-/** Polls until `n` jobs are completed. */
+/** Polls until `n` jobs are completed (jobs inserted with `keep`). */
 const awaitCompleted = (n: number) =>
   Effect.gen(function* () {
     while (((yield* states).completed ?? 0) < n) yield* Effect.sleep("100 millis")
   }).pipe(Effect.timeout("120 seconds"))
+
+/** Polls until no job is left (completed jobs are deleted, dead ones would stay). */
+const awaitNoJobs = Effect.gen(function* () {
+  while (Object.keys(yield* states).length > 0) yield* Effect.sleep("100 millis")
+}).pipe(Effect.timeout("120 seconds"))
+
+const createEffects = (sql: SqlClient.SqlClient) =>
+  sql`CREATE TABLE IF NOT EXISTS job_effects (job_id bigint NOT NULL, n int NOT NULL, attempt int NOT NULL, worker int NOT NULL)`
 
 layer(Live, { excludeTestServices: true })("Job worker processes", (it) => {
   it.effect(
@@ -47,23 +64,27 @@ layer(Live, { excludeTestServices: true })("Job worker processes", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        yield* sql`CREATE TABLE job_effects (job_id bigint NOT NULL, attempt int NOT NULL, worker int NOT NULL)`
+        yield* createEffects(sql)
         // One job in ten fails its first attempt and is retried: its effect happens once per attempt.
         yield* insertJobs(Array.from({ length: 10_000 }, (_, n) => ({ n, failFirst: n % 10 === 0 })))
         const workers = yield* Effect.forEach([1, 2, 3, 4], () => startWorker({ CONCURRENCY: "10" }), {
           concurrency: 4,
         })
-        yield* awaitCompleted(10_000)
+        // Every job completed: no row is left, as a completed job without a unique key is deleted.
+        yield* awaitNoJobs
         for (const w of workers) w.child.kill("SIGTERM")
         for (const w of workers) assert.strictEqual((yield* w.exited).code, 0)
 
-        assert.deepStrictEqual(yield* states, { completed: 10_000 })
-        const effects = yield* sql<{ n: number; attempts: string; rows: number }>`
-          SELECT (j.args->>'n')::int AS n, string_agg(e.attempt::text, ',' ORDER BY e.attempt) AS attempts,
-                 count(e.*)::int AS rows
-          FROM jobs AS j LEFT JOIN job_effects AS e ON e.job_id = j.id GROUP BY j.id, j.args ORDER BY 1`
-        assert.strictEqual(effects.length, 10_000)
-        const wrong = effects.filter((e) => e.attempts !== (e.n % 10 === 0 ? "1,2" : "1"))
+        assert.deepStrictEqual(yield* states, {})
+        const effects = yield* sql<{ n: number; attempts: string; ids: number }>`
+          SELECT n, string_agg(attempt::text, ',' ORDER BY attempt) AS attempts, count(DISTINCT job_id)::int AS ids
+          FROM job_effects GROUP BY n ORDER BY n`
+        assert.deepStrictEqual(
+          effects.map((e) => e.n),
+          Array.from({ length: 10_000 }, (_, n) => n),
+          "every job ran",
+        )
+        const wrong = effects.filter((e) => e.ids !== 1 || e.attempts !== (e.n % 10 === 0 ? "1,2" : "1"))
         assert.deepStrictEqual(wrong.slice(0, 5), [], "every job's effect happened once per attempt")
         const perWorker = yield* sql<{ worker: number }>`SELECT DISTINCT worker FROM job_effects`
         assert.strictEqual(perWorker.length, 4, "all four processes ran jobs")
@@ -76,9 +97,12 @@ layer(Live, { excludeTestServices: true })("Job worker processes", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        yield* sql`CREATE TABLE IF NOT EXISTS job_effects (job_id bigint NOT NULL, attempt int NOT NULL, worker int NOT NULL)`
+        yield* createEffects(sql)
         yield* sql`TRUNCATE jobs, job_effects`
-        yield* insertJobs([0, 1, 2].map((n) => ({ n, hangFirst: true })))
+        yield* insertJobs(
+          [0, 1, 2].map((n) => ({ n, hangFirst: true })),
+          true,
+        )
         const victim = yield* startWorker({ CONCURRENCY: "3", LEASE_MS: "2000" })
         yield* victim.waitFor(/^START /, 3)
         victim.child.kill("SIGKILL")
@@ -116,16 +140,19 @@ layer(Live, { excludeTestServices: true })("Job worker processes", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        yield* sql`CREATE TABLE IF NOT EXISTS job_effects (job_id bigint NOT NULL, attempt int NOT NULL, worker int NOT NULL)`
+        yield* createEffects(sql)
         yield* sql`TRUNCATE jobs, job_effects`
         // Four that finish within the grace period, four that would never finish, four never claimed.
-        yield* insertJobs([
-          ...[0, 1, 2, 3].map((n) => ({ n, sleepMs: 400 })),
-          ...[4, 5, 6, 7].map((n) => ({ n, hangFirst: true })),
-        ])
+        yield* insertJobs(
+          [...[0, 1, 2, 3].map((n) => ({ n, sleepMs: 400 })), ...[4, 5, 6, 7].map((n) => ({ n, hangFirst: true }))],
+          true,
+        )
         const first = yield* startWorker({ CONCURRENCY: "8", SHUTDOWN_TIMEOUT_MS: "1500" })
         yield* first.waitFor(/^START /, 8)
-        yield* insertJobs([8, 9, 10, 11].map((n) => ({ n })))
+        yield* insertJobs(
+          [8, 9, 10, 11].map((n) => ({ n })),
+          true,
+        )
         first.child.kill("SIGTERM")
         assert.strictEqual((yield* first.exited).code, 0)
 

@@ -31,7 +31,8 @@ const effectKind = JobKind.make({
       process.stdout.write(`START ${job.id}\n`)
       if (args.hangFirst === true && job.attempt === 1) return yield* Effect.never
       if (args.sleepMs !== undefined) yield* Effect.sleep(Duration.millis(args.sleepMs))
-      yield* sql`INSERT INTO job_effects (job_id, attempt, worker) VALUES (${job.id}, ${job.attempt}, ${process.pid})`
+      yield* sql`
+        INSERT INTO job_effects (job_id, n, attempt, worker) VALUES (${job.id}, ${args.n}, ${job.attempt}, ${process.pid})`
       if (args.failFirst === true && job.attempt === 1) return yield* Effect.fail("first attempt fails")
     }),
 })
