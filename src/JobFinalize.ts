@@ -102,16 +102,26 @@ const update = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
       g: outcome._tag === "Snooze" || outcome._tag === "Release" ? 1 : 0,
     })),
   )
+  // A row that is runnable at once (released, snoozed or retried without delay) wakes its queue's
+  // workers on commit, as an insert does; without it, it would wait for their poll.
   return yield* sql<{ id: bigint }>`
-    UPDATE jobs SET
-      state = d.s::job_state,
-      scheduled_at = coalesce(d.at, jobs.scheduled_at),
-      finalized_at = CASE WHEN d.s IN ('cancelled', 'discarded') THEN clock_timestamp() END,
-      max_attempts = jobs.max_attempts + d.g,
-      errors = CASE WHEN d.e IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(d.e) END
-    FROM jsonb_to_recordset(${rows}::jsonb) AS d(id bigint, n smallint, s text, at timestamptz, e jsonb, g smallint)
-    WHERE jobs.id = d.id AND jobs.state = 'running' AND jobs.attempt = d.n
-    RETURNING jobs.id`
+    WITH changed AS (
+      UPDATE jobs SET
+        state = d.s::job_state,
+        scheduled_at = coalesce(d.at, jobs.scheduled_at),
+        finalized_at = CASE WHEN d.s IN ('cancelled', 'discarded') THEN clock_timestamp() END,
+        max_attempts = jobs.max_attempts + d.g,
+        errors = CASE WHEN d.e IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(d.e) END
+      FROM jsonb_to_recordset(${rows}::jsonb) AS d(id bigint, n smallint, s text, at timestamptz, e jsonb, g smallint)
+      WHERE jobs.id = d.id AND jobs.state = 'running' AND jobs.attempt = d.n
+      RETURNING jobs.id, jobs.queue, jobs.state, jobs.scheduled_at
+    ), wake AS MATERIALIZED (
+      SELECT pg_notify('jobs', queue) FROM (
+        SELECT DISTINCT queue FROM changed
+        WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= clock_timestamp()
+      ) AS due
+    )
+    SELECT id FROM changed WHERE (SELECT count(*) FROM wake) >= 0`
 })
 
 /**

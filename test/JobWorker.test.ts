@@ -168,6 +168,31 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
     }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
   )
 
+  it.effect("JobsSnoozeZeroWakesWorkers: a job snoozed without delay runs again at once, not at the next poll", () =>
+    Effect.gen(function* () {
+      // TestClock never advances here, so the poll never fires: only the NOTIFY can wake the worker.
+      yield* TestClock.setTime(Date.now())
+      const jobs = yield* Jobs
+      const ran = yield* Queue.unbounded<number>()
+      const kind = JobKind.make({
+        kind: "yielder",
+        args: Schema.Struct({}),
+        run: (_, job) =>
+          Effect.gen(function* () {
+            yield* Queue.offer(ran, job.attempt)
+            if (job.attempt === 1) return yield* new JobKind.JobSnooze({ delay: Duration.zero })
+          }),
+      })
+      const t0 = yield* Clock.currentTimeMillis
+      yield* jobs.insert([{ kind: "yielder", queue: "yield", args: {}, scheduledAt: new Date(t0) }])
+      const { finalized } = yield* startWorker([kind], "yield")
+      assert.strictEqual(yield* Queue.take(ran), 1)
+      assert.strictEqual((yield* nextOutcome(finalized))._tag, "Snooze")
+      assert.strictEqual(yield* Queue.take(ran), 2)
+      assert.strictEqual((yield* nextOutcome(finalized))._tag, "Completed")
+    }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+
   it.effect("JobsBadArgsDiscarded: args that do not decode discard the job at once, with the error", () =>
     Effect.gen(function* () {
       const jobs = yield* Jobs
