@@ -20,10 +20,11 @@
  * deliveries in it.
  *
  * `explain` proves how matching finds subscriptions: `EXPLAIN (ANALYZE, FORMAT JSON)` of the
- * fan-out statement's `ev` and `matched` CTEs, copied verbatim, for a representative batch.
+ * fan-out statement's `ev` and `matched` CTEs (`WebhooksConsumer.matched`, the fragment the
+ * fan-out itself runs), for a representative batch.
  */
 import { Effect, Layer, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import * as Consumer from "../src/Consumer.ts"
 import type { Event, NewEvent } from "../src/Event.ts"
 import { EventLog } from "../src/EventLog.ts"
@@ -32,6 +33,7 @@ import { WebhookConfig, type WebhookSettings } from "../src/WebhookConfig.ts"
 import { Webhooks } from "../src/Webhooks.ts"
 import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
 import { BenchServer } from "./BenchServer.ts"
+import { round3 } from "./Figures.ts"
 import * as RoundTrace from "./RoundTrace.ts"
 import * as Throughput from "./Throughput.ts"
 
@@ -66,32 +68,11 @@ const eventAt = (i: number, spaces: number): NewEvent => ({
   payload: { i, id: `ord_${(i * 7919).toString(16)}`, amount: 1000 + ((i * 3779) % 90000), note: "leave at the door" },
 })
 
-const round3 = (n: number) => Math.round(n * 1000) / 1000
-
-// The `ev` and `matched` CTEs of `WebhooksConsumer.fanOut`, verbatim, `matched` as the query.
-const matchingSql = `
-  WITH ev AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])
-      AS e(seq, space, type, epoch)
-  )
-  SELECT e.seq, e.epoch, s.sub
-  FROM ev AS e
-  CROSS JOIN LATERAL (
-    SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
-  ) AS ss
-  CROSS JOIN LATERAL (
-    SELECT s.id AS sub FROM webhook_subscriptions AS s
-    WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
-      AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
-    OFFSET 0
-  ) AS s`
-
 // What-if, not the statement bothy runs: the same typed arrays with a plain join, to show what the
 // planner picks on its own for a batch (the reason for the LATERAL lookup with OFFSET 0).
-const matchingPlainJoinSql = `
+const matchingPlainJoin = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) => sql`
   WITH ev AS (
-    SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::int[])
-      AS e(seq, space, type, epoch)
+    SELECT * FROM ${WebhooksConsumer.eventRows(sql, events)}
   )
   SELECT e.seq, e.epoch, s.id AS sub
   FROM ev AS e
@@ -136,13 +117,6 @@ export const judgePlan = (plan: { readonly Plan: PlanNode; readonly "Execution T
     ),
   }
 }
-
-const fanOutParams = (events: ReadonlyArray<Event>) => [
-  events.map((e) => e.seq.toString()),
-  events.map((e) => e.space),
-  events.map((e) => e.type),
-  events.map((e) => e.epoch),
-]
 
 export interface DrainRun {
   readonly repeat: number
@@ -330,12 +304,9 @@ export const prepare = (config: RoundsConfig) =>
      * EXPLAIN ANALYZE of the matching CTE for the first `size` events of the backlog, with the
      * subscriptions of the `match` case installed and analyzed.
      */
-    const explainWith = (statement: string, params: ReadonlyArray<unknown>) =>
+    const explainWith = (statement: Statement.Fragment) =>
       Effect.gen(function* () {
-        const rows = yield* sql.unsafe<{ "QUERY PLAN": unknown }>(
-          `EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`,
-          params as Array<unknown>,
-        )
+        const rows = yield* sql<{ "QUERY PLAN": unknown }>`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`
         const raw = rows[0]?.["QUERY PLAN"]
         const parsed = (typeof raw === "string" ? JSON.parse(raw) : raw) as ReadonlyArray<{
           readonly Plan: PlanNode
@@ -351,13 +322,16 @@ export const prepare = (config: RoundsConfig) =>
     const explain = (size: number) =>
       Effect.gen(function* () {
         const events = yield* firstEvents(size)
-        return { batchEvents: events.length, ...(yield* explainWith(matchingSql, fanOutParams(events))) }
+        return {
+          batchEvents: events.length,
+          ...(yield* explainWith(sql`${WebhooksConsumer.matched(sql, events)} SELECT seq, epoch, sub FROM matched`)),
+        }
       })
-    /** The what-if plain join for the same events (see `matchingPlainJoinSql`). */
+    /** The what-if plain join for the same events (see `matchingPlainJoin`). */
     const explainPlainJoin = (size: number) =>
       Effect.gen(function* () {
         const events = yield* firstEvents(size)
-        const { plan: _, ...judged } = yield* explainWith(matchingPlainJoinSql, fanOutParams(events))
+        const { plan: _, ...judged } = yield* explainWith(matchingPlainJoin(sql, events))
         return { batchEvents: events.length, ...judged }
       })
 

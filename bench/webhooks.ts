@@ -276,7 +276,7 @@ const run = Effect.gen(function* () {
       },
       explain: {
         statement:
-          "EXPLAIN (ANALYZE, FORMAT JSON) of WebhooksConsumer.fanOut's `ev` (unnest of typed arrays) and `matched` (a LATERAL lookup per event with OFFSET 0) CTEs, verbatim, `matched` as the query, with the first events of the backlog as the parameters, the match case's subscriptions installed and analyzed",
+          "EXPLAIN (ANALYZE, FORMAT JSON) of WebhooksConsumer.fanOut's `ev` (unnest of typed arrays) and `matched` (a LATERAL lookup per event with OFFSET 0) CTEs (the fragment WebhooksConsumer.matched that the fan-out itself runs), `matched` as the query, with the first events of the backlog as the parameters, the match case's subscriptions installed and analyzed",
         batch: explain,
         singleEvent: explainOne,
         whatIfPlainJoin: {

@@ -39,6 +39,35 @@ export const drainJob = (subscriptionId: string) => ({
   maxAttempts,
 })
 
+/** A batch of events as rows `e(seq, space, type, epoch)`: one typed array per column, so the planner knows the count. */
+export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) =>
+  sql`unnest(${events.map((e) => e.seq.toString())}::bigint[], ${events.map((e) => e.space)}::text[],
+             ${events.map((e) => e.type)}::text[], ${events.map((e) => e.epoch)}::int[]) AS e(seq, space, type, epoch)`
+
+/**
+ * `WITH ev AS (...), matched AS (...)`: the (event, active subscription) pairs of a batch, for the
+ * fan-out (and for the benchmark that explains its plan). Each `OFFSET 0` LATERAL keeps matching a
+ * probe per event of the space index, then of the subscriptions' primary key per candidate:
+ * without them the planner hashes a scan of every subscription (once per batch, or worse once
+ * per event), whatever the batch's size.
+ */
+export const matched = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) => sql`
+  WITH ev AS (
+    SELECT * FROM ${eventRows(sql, events)}
+  ), matched AS (
+    SELECT e.seq, e.epoch, s.sub
+    FROM ev AS e
+    CROSS JOIN LATERAL (
+      SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
+    ) AS ss
+    CROSS JOIN LATERAL (
+      SELECT s.id AS sub FROM webhook_subscriptions AS s
+      WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
+        AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+      OFFSET 0
+    ) AS s
+  )`
+
 export interface FanOutOptions {
   /**
    * No job for a subscription whose slot a live drainer holds (it will see the new deliveries).
@@ -50,30 +79,8 @@ export interface FanOutOptions {
 export const makeFanOut = (options: FanOutOptions) =>
   Effect.fn("WebhooksConsumer.fanOut")(function* (events: Arr.NonEmptyReadonlyArray<Event>) {
     const sql = yield* SqlClient.SqlClient
-    const seqs = events.map((e) => e.seq.toString())
-    const spaces = events.map((e) => e.space)
-    const types = events.map((e) => e.type)
-    const epochs = events.map((e) => e.epoch)
-    // Each `OFFSET 0` LATERAL keeps matching a probe per event of the space index, then of the
-    // subscriptions' primary key per candidate: without them the planner hashes a scan of every
-    // subscription (once per batch, or worse once per event), whatever the batch's size.
     const rows = yield* sql<{ subscription: string; seq: bigint; held: boolean }>`
-      WITH ev AS (
-        SELECT * FROM unnest(${seqs}::bigint[], ${spaces}::text[], ${types}::text[], ${epochs}::int[])
-          AS e(seq, space, type, epoch)
-      ), matched AS (
-        SELECT e.seq, e.epoch, s.sub
-        FROM ev AS e
-        CROSS JOIN LATERAL (
-          SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
-        ) AS ss
-        CROSS JOIN LATERAL (
-          SELECT s.id AS sub FROM webhook_subscriptions AS s
-          WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
-            AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
-          OFFSET 0
-        ) AS s
-      ), counted AS (
+      ${matched(sql, events)}, counted AS (
         SELECT sub, count(*) AS n, min(seq) AS first FROM matched GROUP BY sub
       ), numbered AS (
         INSERT INTO webhook_drains AS w (subscription_id, sequence)
