@@ -13,7 +13,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, type Redacted, Schema } from "effect"
+import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as EmbeddedPostgres from "../src/EmbeddedPostgres.ts"
@@ -38,6 +38,22 @@ export class NotDurable extends Schema.TaggedError<NotDurable>()("NotDurable", {
     return `the benchmark server is not durable, so its figures would not be comparable: ${this.detail}`
   }
 }
+
+/** The connection settings of the plain `pg` driver baselines (their own application name). */
+export const pgClientConfig = (server: {
+  readonly host: string
+  readonly port: number
+  readonly user: string
+  readonly password: Redacted.Redacted
+  readonly database: string
+}) => ({
+  host: server.host,
+  port: server.port,
+  user: server.user,
+  password: Redacted.value(server.password),
+  database: server.database,
+  application_name: "bothy-bench-baseline",
+})
 
 export class BenchServer extends Context.Service<
   BenchServer,

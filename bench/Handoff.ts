@@ -19,7 +19,7 @@
  * `consumerSession` sets PostgreSQL settings on the consumer's connections only (startup
  * parameters), for what-if runs such as asynchronous commit of rounds; producers stay durable.
  */
-import { Context, Deferred, Duration, Effect, FiberSet, Layer, Schema } from "effect"
+import { Context, Deferred, type Duration, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../src/Consumer.ts"
 import type { FanOutJob } from "../src/ConsumerRound.ts"
@@ -169,34 +169,21 @@ export const measure = (config: HandoffConfig) =>
       EventLog.layer.pipe(Layer.provideMerge(server.pool(config.producerConnections))),
     )
     const log = Context.get(producer, EventLog)
-    const appends = yield* FiberSet.make<void, unknown>()
     const t0 = performance.now() + 10
     const production = yield* Throughput.timed(
-      Effect.gen(function* () {
-        for (let i = 0; i < total; i++) {
-          const due = t0 + i * interval
-          const wait = due - performance.now()
-          // Whole ms: Node truncates a fractional timeout, which would fire the tick early.
-          if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
-          const sent = performance.now()
-          lateTick[i] = sent - due
-          yield* FiberSet.run(
-            appends,
-            log.append([config.event]).pipe(
-              Effect.tap((appended) =>
-                Effect.sync(() => {
-                  const j = Number(appended.lastSeq - base) - 1
-                  committedAt[j] = performance.now()
-                  appendMs[j] = committedAt[j] - sent
-                }),
-              ),
-              Effect.asVoid,
-              Effect.orDie,
-            ),
-          )
-        }
-        yield* FiberSet.awaitEmpty(appends)
-      }),
+      Throughput.steady({ total, interval, t0, lateTick }, (_, sent) =>
+        log.append([config.event]).pipe(
+          Effect.tap((appended) =>
+            Effect.sync(() => {
+              const j = Number(appended.lastSeq - base) - 1
+              committedAt[j] = performance.now()
+              appendMs[j] = committedAt[j] - sent
+            }),
+          ),
+          Effect.asVoid,
+          Effect.orDie,
+        ),
+      ),
     )
     yield* Deferred.await(allDone).pipe(
       Effect.timeoutOrElse({

@@ -17,7 +17,7 @@
  *   rate = (events₁ − events₀) / (t₁ − t₀)
  */
 import os from "node:os"
-import { Clock, Config, Duration, Effect, Fiber } from "effect"
+import { Clock, Config, Duration, Effect, Fiber, FiberSet } from "effect"
 
 export interface Tally {
   /** Set once the window closes; a producer finishes its current transaction and returns. */
@@ -135,3 +135,28 @@ export const median = (values: ReadonlyArray<number>) => {
   const mid = Math.floor(sorted.length / 2)
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
+
+/**
+ * Open-loop production at a steady rate: starts `produce(i, sent)` for i = 0 … total - 1 at
+ * `t0 + i × interval` (`performance.now()`), without waiting for the ones before, records in
+ * `lateTick` how late each start was, and ends when every one has finished.
+ */
+export const steady = <R>(
+  options: { readonly total: number; readonly interval: number; readonly t0: number; readonly lateTick: Float64Array },
+  produce: (i: number, sent: number) => Effect.Effect<void, never, R>,
+) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const running = yield* FiberSet.make<void>()
+      for (let i = 0; i < options.total; i++) {
+        const due = options.t0 + i * options.interval
+        const wait = due - performance.now()
+        // Whole ms: Node truncates a fractional timeout, which would fire the tick early.
+        if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
+        const sent = performance.now()
+        options.lateTick[i] = sent - due
+        yield* FiberSet.run(running, produce(i, sent))
+      }
+      yield* FiberSet.awaitEmpty(running)
+    }),
+  )

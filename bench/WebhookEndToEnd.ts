@@ -23,7 +23,7 @@
  * Producer, worker side, receiver and PostgreSQL share the machine (and the first three one Node
  * event loop), as a small deployment would.
  */
-import { Context, Duration, Effect, Fiber, FiberSet, Layer, Option } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../src/Event.ts"
 import { EventLog } from "../src/EventLog.ts"
@@ -237,7 +237,6 @@ export const measure = (config: EndToEndConfig) =>
       EventLog.layer.pipe(Layer.provideMerge(server.pool(config.producerConnections))),
     )
     const log = Context.get(producer, EventLog)
-    const appends = yield* FiberSet.make<void, unknown>()
     const t0 = performance.now() + 10
     const sampler = yield* Effect.gen(function* () {
       for (let k = 0; ; k++) {
@@ -248,31 +247,19 @@ export const measure = (config: EndToEndConfig) =>
     }).pipe(Effect.forkChild)
 
     const production = yield* Throughput.timed(
-      Effect.gen(function* () {
-        for (let i = 0; i < total; i++) {
-          const due = t0 + i * interval
-          const wait = due - performance.now()
-          // Whole ms: Node truncates a fractional timeout, which would fire the tick early.
-          if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
-          const sent = performance.now()
-          lateTick[i] = sent - due
-          yield* FiberSet.run(
-            appends,
-            log.append([eventAt(i, config.subscriptions)]).pipe(
-              Effect.tap(() =>
-                Effect.sync(() => {
-                  const now = performance.now()
-                  committedAt[i] = now
-                  appendMs[i] = now - sent
-                }),
-              ),
-              Effect.asVoid,
-              Effect.orDie,
-            ),
-          )
-        }
-        yield* FiberSet.awaitEmpty(appends)
-      }),
+      Throughput.steady({ total, interval, t0, lateTick }, (i, sent) =>
+        log.append([eventAt(i, config.subscriptions)]).pipe(
+          Effect.tap(() =>
+            Effect.sync(() => {
+              const now = performance.now()
+              committedAt[i] = now
+              appendMs[i] = now - sent
+            }),
+          ),
+          Effect.asVoid,
+          Effect.orDie,
+        ),
+      ),
     )
     const producedAt = performance.now()
     const atProductionEnd = yield* sampleNow(t0)

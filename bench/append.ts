@@ -8,13 +8,13 @@
  * machine falls on all of them alike. After each run of ours (and of the naive baseline, which is
  * gapless too) the log is checked: seqs are exactly 1..N and N is every event acknowledged.
  */
-import { Console, Duration, Effect, Latch, Layer, Redacted, Schema } from "effect"
+import { Console, Duration, Effect, Latch, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../src/Event.ts"
 import { EventLog } from "../src/EventLog.ts"
 import * as AppendBaselines from "./AppendBaselines.ts"
 import type { Benchmark } from "./Benchmark.ts"
-import { BenchServer } from "./BenchServer.ts"
+import { BenchServer, pgClientConfig } from "./BenchServer.ts"
 import { packageVersion, round3 } from "./Figures.ts"
 import type { Report, Target } from "./Report.ts"
 import { eventAt } from "./SampleEvent.ts"
@@ -139,14 +139,7 @@ const mapImplementations = <A>(f: (impl: Implementation) => A) =>
 const run = Effect.gen(function* () {
   const server = yield* BenchServer
   const settings = yield* Throughput.settings
-  const pgConfig = {
-    host: server.host,
-    port: server.port,
-    user: server.user,
-    password: Redacted.value(server.password),
-    database: server.database,
-    application_name: "bothy-bench-baseline",
-  }
+  const pgConfig = pgClientConfig(server)
 
   const ours = (producers: number, batches: ReadonlyArray<ReadonlyArray<NewEvent>>) =>
     Effect.gen(function* () {

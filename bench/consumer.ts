@@ -19,14 +19,14 @@
  * Implementations take turns within each repeat, in a rotating order, so drift on a shared
  * machine falls on all of them alike.
  */
-import { Config, Console, Duration, Effect, Layer, Redacted, Schema } from "effect"
+import { Config, Console, Duration, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../src/Consumer.ts"
 import type { FanOutJob } from "../src/ConsumerRound.ts"
 import { EventLog } from "../src/EventLog.ts"
 import { type JobInsert, Jobs } from "../src/Jobs.ts"
 import type { Benchmark } from "./Benchmark.ts"
-import { BenchServer } from "./BenchServer.ts"
+import { BenchServer, pgClientConfig } from "./BenchServer.ts"
 import * as ConsumerBaselines from "./ConsumerBaselines.ts"
 import { packageVersion, round0, round3 } from "./Figures.ts"
 import * as Handoff from "./Handoff.ts"
@@ -158,14 +158,7 @@ const run = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const config = yield* settings
   const repeats = config.throughput.repeats
-  const pgConfig = {
-    host: server.host,
-    port: server.port,
-    user: server.user,
-    password: Redacted.value(server.password),
-    database: server.database,
-    application_name: "bothy-bench-baseline",
-  }
+  const pgConfig = pgClientConfig(server)
   const ours = yield* Layer.build(Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(server.pool(1))))
   const client = yield* ConsumerBaselines.connect(pgConfig)
 
