@@ -5,13 +5,13 @@
  *
  *   Consumer.round            start, end (after COMMIT) and, from the span's exit, the seqs it processed
  *   Job.run                   counted (drain runs, including those that found the slot held)
- *   WebhookDelivery.attempt   start and end, by the delivery's event seq (attribute), with its subscription
+ *   WebhookDelivery.attempt   start (signing) and end (answer back), by the delivery's event seq (attribute), with its subscription
  *   WebhookSender.send        start and end, inside its attempt
  *   statements under Job.run  count and time (take, permission check, record, acquire, release)
  *
  * So an event's path splits into: commit -> round end -> its attempt starts (the drainer was woken
  * or was already running, and had sent the subscription's earlier deliveries) -> request sent ->
- * request arrived at the receiver -> attempt recorded.
+ * request arrived at the receiver -> answer back (the attempt goes on record later, with the next few).
  *
  * The cost is a clock read and a map write per span, against deliveries of milliseconds.
  */

@@ -39,6 +39,7 @@ import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
 import * as BenchReceiver from "./BenchReceiver.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
+import * as CpuUsage from "./CpuUsage.ts"
 import * as DeliveryTrace from "./DeliveryTrace.ts"
 import { type Distribution, distribution } from "./Handoff.ts"
 import * as Throughput from "./Throughput.ts"
@@ -60,6 +61,8 @@ export interface EndToEndConfig {
   readonly producerConnections: number
   /** How long to wait, after the last append, for every request to arrive. */
   readonly drainSeconds: number
+  /** Delivered rows of earlier events in the delivery tables before the run, as a running installation has. */
+  readonly historyDeliveries: number
   /** Growth of a backlog per second, as a share of the offered rate, still counted as flat. */
   readonly flatSlopeShare: number
   readonly webhookSettings: WebhookSettings
@@ -187,6 +190,28 @@ export const measure = (config: EndToEndConfig) =>
         scope: [spaceOf(k)],
       })
     }
+    // History, as a running installation has it: delivered rows of earlier events (the delivery
+    // tables keep them; nothing reads them back), so that statements are planned against tables of
+    // their working size and statistics rather than against the empty tables of a fresh install.
+    if (config.historyDeliveries > 0) {
+      yield* sql`
+        WITH subs AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k, count(*) OVER () AS n FROM webhook_subscriptions),
+        history AS (
+          SELECT s.id, g.i, (g.i / s.n) + 1 AS sequence
+          FROM generate_series(0, ${config.historyDeliveries - 1}) AS g(i) JOIN subs AS s ON s.k = g.i % s.n
+        ), delivered AS (
+          INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, sequence, state, attempts, last_status, finished_at)
+          SELECT id, -1 - i, 1, sequence, 'delivered', 1, 200, clock_timestamp() FROM history
+          RETURNING id, subscription_id, sequence
+        ), attempts AS (
+          INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status, response_body)
+          SELECT id, 1, clock_timestamp(), 2, 200, 'ok' FROM delivered
+        )
+        INSERT INTO webhook_drains AS w (subscription_id, sequence)
+        SELECT subscription_id, max(sequence) FROM delivered GROUP BY subscription_id
+        ON CONFLICT (subscription_id) DO UPDATE SET sequence = excluded.sequence`
+    }
+    yield* sql.unsafe("VACUUM ANALYZE webhook_deliveries, webhook_attempts, webhook_drains, webhook_subscriptions")
     const [row] = yield* sql<{ base: bigint }>`SELECT value AS base FROM event_seq`
     const base = row!.base
 
@@ -246,6 +271,8 @@ export const measure = (config: EndToEndConfig) =>
       }
     }).pipe(Effect.forkChild)
 
+    const postmaster = CpuUsage.postmasterPid(server.dataDir)
+    const cpu0 = CpuUsage.sample(postmaster)
     const production = yield* Throughput.timed(
       Throughput.steady({ total, interval, t0, lateTick }, (i, sent) =>
         log.append([eventAt(i, config.subscriptions)]).pipe(
@@ -262,6 +289,7 @@ export const measure = (config: EndToEndConfig) =>
       ),
     )
     const producedAt = performance.now()
+    const cpu = CpuUsage.since(cpu0, CpuUsage.sample(postmaster))
     const atProductionEnd = yield* sampleNow(t0)
     const receivedAtProductionEnd = received
 
@@ -283,10 +311,12 @@ export const measure = (config: EndToEndConfig) =>
       delivered: number
       jobs: number
     }>`
-      SELECT (SELECT count(*) FROM webhook_attempts)::int AS attempts,
-             (SELECT count(*) FROM webhook_attempts WHERE status IS NULL OR status NOT BETWEEN 200 AND 299)::int AS non2xx,
-             (SELECT count(*) FROM webhook_deliveries)::int AS deliveries,
-             (SELECT count(*) FROM webhook_deliveries WHERE state = 'delivered')::int AS delivered,
+      WITH run AS (SELECT id, state FROM webhook_deliveries WHERE event_seq > ${base}),
+      tries AS (SELECT a.status FROM webhook_attempts AS a JOIN run ON run.id = a.delivery_id)
+      SELECT (SELECT count(*) FROM tries)::int AS attempts,
+             (SELECT count(*) FROM tries WHERE status IS NULL OR status NOT BETWEEN 200 AND 299)::int AS non2xx,
+             (SELECT count(*) FROM run)::int AS deliveries,
+             (SELECT count(*) FROM run WHERE state = 'delivered')::int AS delivered,
              (SELECT count(*) FROM jobs WHERE kind = ${WebhooksConsumer.deliverKind})::int AS jobs`
 
     // ---- figures over the measured events (after the warm-up) ----
@@ -395,7 +425,7 @@ export const measure = (config: EndToEndConfig) =>
         roundEndToAttempt: of((i) => nan(attemptOf(i)?.start) - roundEnd(i)),
         attemptToSend: of((i) => nan(attemptOf(i)?.send?.start) - nan(attemptOf(i)?.start)),
         sendToArrival: of((i) => arrivedAt[i]! - nan(attemptOf(i)?.send?.start)),
-        arrivalToRecorded: of((i) => nan(attemptOf(i)?.end) - arrivedAt[i]!),
+        arrivalToAnswered: of((i) => nan(attemptOf(i)?.end) - arrivedAt[i]!),
       },
       perSubscription: {
         note: "a subscription's deliveries go out one at a time, in order, from its drainer: its ceiling is 1000 / cycleMs deliveries/s, against rate/subscriptions offered",
@@ -430,6 +460,11 @@ export const measure = (config: EndToEndConfig) =>
       },
       clientCores: production.clientCores,
       machineBusy: production.machineBusy,
+      /** While producing: this process (producer, consumer, drainers, receiver) and the server, in cores. */
+      cpu: {
+        ...cpu,
+        msPerEvent: round3(((cpu.clientCores + cpu.serverCores) * production.seconds * 1000) / total),
+      },
       fdatasyncMsAfter,
     }
   }).pipe(Effect.scoped)

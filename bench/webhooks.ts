@@ -44,6 +44,7 @@ const settings = Config.all({
   producerConnections: Config.Int("BENCH_WEBHOOK_PRODUCER_POOL").pipe(Config.withDefault(8)),
   workerConnections: Config.Int("BENCH_WEBHOOK_POOL").pipe(Config.withDefault(20)),
   drainSeconds: Config.Number("BENCH_WEBHOOK_DRAIN_SECONDS").pipe(Config.withDefault(300)),
+  historyDeliveries: Config.Int("BENCH_WEBHOOK_HISTORY").pipe(Config.withDefault(100_000)),
   diagRates: Config.String("BENCH_WEBHOOK_DIAG_RATES").pipe(Config.withDefault("50,100,200")),
   roundSubscriptions: Config.Int("BENCH_WEBHOOK_ROUND_SUBSCRIPTIONS").pipe(Config.withDefault(10_000)),
   roundSpaces: Config.Int("BENCH_WEBHOOK_ROUND_SPACES").pipe(Config.withDefault(100)),
@@ -92,8 +93,7 @@ const summary = (r: E2E) => ({
     runsPerDelivery: r.jobs.runsPerDelivery,
     statementsPerDelivery: r.jobs.statementsPerDelivery,
   },
-  clientCores: r.clientCores,
-  machineBusy: r.machineBusy,
+  cpu: r.cpu,
 })
 
 const breakdownPhases = [
@@ -103,7 +103,7 @@ const breakdownPhases = [
   "roundEndToAttempt",
   "attemptToSend",
   "sendToArrival",
-  "arrivalToRecorded",
+  "arrivalToAnswered",
 ] as const
 
 const run = Effect.gen(function* () {
@@ -129,6 +129,7 @@ const run = Effect.gen(function* () {
     workerConnections: config.workerConnections,
     producerConnections: config.producerConnections,
     drainSeconds: config.drainSeconds,
+    historyDeliveries: config.historyDeliveries,
     flatSlopeShare,
   }
   const e2eRuns: Array<E2E & { readonly repeat: number }> = []
@@ -181,6 +182,12 @@ const run = Effect.gen(function* () {
                 { p50: e2eMedian((r) => r.breakdownMs[k].p50), p95: e2eMedian((r) => r.breakdownMs[k].p95) },
               ]),
             ),
+            cpu: {
+              clientCores: e2eMedian((r) => r.cpu.clientCores),
+              serverCores: e2eMedian((r) => r.cpu.serverCores),
+              machineBusy: e2eMedian((r) => r.cpu.machineBusy),
+              msPerEvent: e2eMedian((r) => r.cpu.msPerEvent),
+            },
             runsPerDelivery: e2eMedian((r) => r.jobs.runsPerDelivery),
             statementsPerDelivery: e2eMedian((r) => r.jobs.statementsPerDelivery),
             cycleMs: {
@@ -400,6 +407,16 @@ const run = Effect.gen(function* () {
             `<= ${flatSlopeShare * config.rate}`,
           ],
           ["backlog", "flat runs", "runs", `${endToEnd.flatRuns}/${e2eRuns.length}`, "", "", ""],
+          [
+            "cpu",
+            "while producing: this process / server / machine",
+            "cores / cores / %",
+            `${fixed(m.cpu.clientCores, 2)} / ${fixed(m.cpu.serverCores, 2)} / ${fixed(m.cpu.machineBusy * 100, 0)}`,
+            "",
+            "",
+            "",
+          ],
+          ["cpu", "process + server per event", "ms", fixed(m.cpu.msPerEvent, 2), "", "", ""],
           ["drain jobs", "runs per delivery", "runs", fixed(m.runsPerDelivery, 3), "", "", ""],
           [
             "drain jobs",
@@ -422,7 +439,7 @@ const run = Effect.gen(function* () {
             `${endToEnd.drainedRuns}/${e2eRuns.length} drained`,
           ],
           ...(
-            ["commitToRoundEnd", "roundEndToAttempt", "attemptToSend", "sendToArrival", "arrivalToRecorded"] as const
+            ["commitToRoundEnd", "roundEndToAttempt", "attemptToSend", "sendToArrival", "arrivalToAnswered"] as const
           ).map((k) => [
             "breakdown",
             k,
@@ -508,6 +525,7 @@ const run = Effect.gen(function* () {
         diagnosticRates: config.diagRates,
         flatCriterion: `least-squares slope over the measured window <= ${flatSlopeShare * 100}% of the offered rate, for pending deliveries and cursor lag`,
         process: "producer, consumer, job worker and receiver share one Node process; PostgreSQL on the same cores",
+        history: `before each run, ${config.historyDeliveries} delivered rows of earlier events (with an attempt each) spread over the subscriptions, then VACUUM ANALYZE: statements are planned against tables of a running installation's size, not the empty ones of a fresh install (whose cached plans scan the table as it grows)`,
       },
       rounds: {
         subscriptions: config.roundSubscriptions,

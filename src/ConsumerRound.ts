@@ -66,6 +66,15 @@ export interface RoundOptions<E, R> {
   readonly fanOut: (events: Arr.NonEmptyReadonlyArray<Event>) => Effect.Effect<ReadonlyArray<FanOutJob>, E, R>
   /** Runs inside the round's transaction, once per lost range. */
   readonly onLoss: (lost: LostRange) => Effect.Effect<void, E, R>
+  /**
+   * For a consumer whose fan-out SQL can do alone: the whole round as one autocommitted statement
+   * (one round trip instead of four), with the same outcome and the same jobs as the round below.
+   * `undefined` when it cannot (events lost from the log): the transactional round runs instead.
+   */
+  readonly oneStatement?: (round: {
+    readonly name: string
+    readonly batchSize: number
+  }) => Effect.Effect<RoundOutcome | undefined, E | SqlError, R>
 }
 
 /** Ends a round that wrote nothing by rolling its transaction back. */
@@ -142,12 +151,17 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
     } as const
   })
 
-  const round: Effect.Effect<RoundOutcome, E | InvalidJob | SqlError, R> = sql.withTransaction(body).pipe(
+  const transactional = sql.withTransaction(body).pipe(
     Effect.catchIf(
       (e): e is NothingToCommit => e instanceof NothingToCommit,
       (nothing) => Effect.succeed(nothing.outcome),
     ),
-    Effect.withSpan("Consumer.round", { attributes: { consumer: name } }),
   )
+  const oneStatement = options.oneStatement?.({ name, batchSize })
+  const round: Effect.Effect<RoundOutcome, E | InvalidJob | SqlError, R> = (
+    oneStatement === undefined
+      ? transactional
+      : Effect.flatMap(oneStatement, (outcome) => (outcome === undefined ? transactional : Effect.succeed(outcome)))
+  ).pipe(Effect.withSpan("Consumer.round", { attributes: { consumer: name } }))
   return round
 })

@@ -10,6 +10,7 @@ import { Context, Effect, Layer, Metric, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as JobMetrics from "./JobMetrics.ts"
+import { column } from "./SqlArrays.ts"
 
 export const JobInsert = Schema.Struct({
   kind: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(128)),
@@ -48,16 +49,6 @@ export interface InsertOptions {
   readonly alongside?: Statement.Fragment
 }
 
-/**
- * One typed array per column, for `unnest`, so the planner knows the row count. A column no job
- * sets goes as an empty array (`unnest` pads it with NULLs and the SQL fills in the default):
- * the driver cannot type an array holding only NULLs.
- */
-const column = <A>(jobs: ReadonlyArray<JobInsert>, get: (job: JobInsert) => A | null | undefined) => {
-  const values = jobs.map((job) => get(job) ?? null)
-  return values.every((v) => v === null) ? [] : values
-}
-
 const decodeJob = Schema.decodeUnknownResult(JobInsert)
 
 const validate = (jobs: ReadonlyArray<unknown>) =>
@@ -93,10 +84,10 @@ export class Jobs extends Context.Service<
             INSERT INTO jobs (kind, queue, args, priority, max_attempts, scheduled_at, state, unique_key, trace_parent)
             SELECT k, coalesce(q, 'default'), a::jsonb, coalesce(p, 1), coalesce(m, 25), coalesce(s, clock_timestamp()),
                    CASE WHEN s > clock_timestamp() THEN 'scheduled' ELSE 'available' END::job_state, u, t
-            FROM unnest(${column(valid, (j) => j.kind)}::text[], ${column(valid, (j) => j.queue)}::text[],
+            FROM unnest(${column(valid, (j) => j.kind)}::text[], ${column(valid, (j: JobInsert) => j.queue)}::text[],
                         ${column(valid, (j) => JSON.stringify(j.args))}::text[],
-                        ${column(valid, (j) => j.priority)}::int2[], ${column(valid, (j) => j.maxAttempts)}::int2[],
-                        ${column(valid, (j) => j.scheduledAt)}::timestamptz[], ${column(valid, (j) => j.uniqueKey)}::text[],
+                        ${column(valid, (j) => j.priority)}::int2[], ${column(valid, (j: JobInsert) => j.maxAttempts)}::int2[],
+                        ${column(valid, (j) => j.scheduledAt)}::timestamptz[], ${column(valid, (j: JobInsert) => j.uniqueKey)}::text[],
                         ${column(valid, (j) => j.traceParent)}::text[]) AS r(k, q, a, p, m, s, u, t)
             ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
             RETURNING queue

@@ -15,6 +15,7 @@ import jobWorkers from "../migrations/0004_job_workers.ts"
 import permissionGrants from "../migrations/0005_permission_grants.ts"
 import webhooks from "../migrations/0006_webhooks.ts"
 import webhookDrains from "../migrations/0007_webhook_drains.ts"
+import webhookDrainRelease from "../migrations/0008_webhook_drain_release.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -24,6 +25,7 @@ export const migrations = {
   "0005_permission_grants": permissionGrants,
   "0006_webhooks": webhooks,
   "0007_webhook_drains": webhookDrains,
+  "0008_webhook_drain_release": webhookDrainRelease,
 } as const
 
 /** The table in which the migrator records applied migrations. */

@@ -10,12 +10,28 @@ export const layer = Layer.effect(
   Permissions,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    return Permissions.of({
+    return Permissions.make({
       allowed: (principal, action, spaceId) =>
         sql<{ ok: boolean }>`
           SELECT EXISTS (
             SELECT 1 FROM permission_grants WHERE principal = ${principal} AND action = ${action} AND space_id = ${spaceId}
           ) AS ok`.pipe(Effect.map((rows) => rows[0]?.ok === true)),
+      allowedEach: (checks) =>
+        checks.length === 0
+          ? Effect.succeed([])
+          : sql<{ ok: boolean }>`
+              SELECT EXISTS (
+                SELECT 1 FROM permission_grants AS g
+                WHERE g.principal = c.principal AND g.action = c.action AND g.space_id = c.space_id
+              ) AS ok
+              FROM unnest(${checks.map((c) => c.principal)}::text[], ${checks.map((c) => c.action)}::text[],
+                          ${checks.map((c) => c.spaceId)}::text[]) WITH ORDINALITY AS c(principal, action, space_id, n)
+              ORDER BY c.n`.pipe(Effect.map((rows) => rows.map((r) => r.ok))),
+      inSql: ({ principal, spaceId }, action) => sql`
+        EXISTS (
+          SELECT 1 FROM permission_grants AS g
+          WHERE g.principal = ${principal} AND g.action = ${action} AND g.space_id = ${spaceId}
+        )`,
     })
   }),
 )

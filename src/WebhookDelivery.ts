@@ -4,20 +4,33 @@
  *
  *   acquire the slot ── held by another live job ──> done (that one sends what is pending)
  *   loop:
- *     take the head: the lowest pending delivery with its subscription and event (one statement)
+ *     no heads read ahead: put the 2xx answers so far on record and read up to `readAhead` heads
+ *     (the lowest pending deliveries, with subscription, event, scope and, when `Permissions`
+ *     answers in SQL, the owner's right) in ONE statement; other rights in one `allowedEach` call
  *       none ──> release the slot unless something is pending after all ──> done
+ *     next head:
  *       subscription disabled meanwhile, or left over from before a re-enable ──> end them dead
  *       the event left the log ──> disable the subscription (`gap`)
  *       owner lacks `webhook_out.deliver` on the space, or the space left the scope
  *         ──> dead without any request; `last_delivered_seq` moves past it
- *     build the envelope; sign; POST (no transaction is open during the request)
- *     record the attempt (one statement)
- *       2xx ──> delivered; `last_delivered_seq` moves forward; failing clock reset; next
- *       410 ──> disable (`gone`)
- *       else ──> failing clock; disable (`failing`) after 5 days, or snooze for the schedule's
- *                delay KEEPING the slot, so nothing behind it is sent meanwhile
- *     after a bound per run (deliveries or time) ──> snooze 0 keeping the slot (the job's timeout
- *       never fires in normal work; other subscriptions get the worker slots in turn)
+ *     build the envelope; sign; POST (no transaction is open during the request); while the last
+ *     head read is out, the record-and-read statement above runs alongside it
+ *       2xx ──> kept for the next record; failing clock reset; next head
+ *       410 ──> on record with the 2xx before it; disable (`gone`)
+ *       else ──> on record with the 2xx before it; failing clock; disable (`failing`) after 5
+ *                days, or snooze for the schedule's delay KEEPING the slot, so nothing behind it
+ *                is sent meanwhile
+ *     after a bound per run (deliveries or time) ──> record; snooze 0 keeping the slot (the job's
+ *       timeout never fires in normal work; other subscriptions get the worker slots in turn)
+ *
+ * So a busy subscription waits for its requests, and for the database at most once every
+ * `readAhead` deliveries; its deliveries cost about one statement per `readAhead` of them besides
+ * the request. The price: a delivery's right and scope are read with its head, up to `readAhead`
+ * deliveries before its request (`readAhead: 1` checks them during the previous request), and
+ * 2xx answers reach the record up to `readAhead` requests later. Whatever ends a run (a failed
+ * statement, a shutdown interrupting a request) records what it can first; a 2xx that missed the
+ * record is sent again by the next run, with its stable `webhook-id`, before anything after it:
+ * the record only ever misses a suffix of what was sent, so what is sent again comes in order.
  *
  * A run whose job id holds the slot continues where it stopped (after a snooze, a retry, or a
  * rescue after a crash, the same job id runs again). A slot whose job no longer exists or is
@@ -31,11 +44,12 @@
  *   row lock from before D exists until D commits, and reads the holder under it. If a live job
  *   holds the slot the round creates no job (`WebhooksConsumer.skipHeld`); otherwise it creates
  *   one, committed with D.
- * - a drainer releases only inside a transaction that first locks the row and then, in a
- *   statement started after the lock was granted (so its snapshot includes every round that held
- *   the lock before), finds nothing pending. A release that got the lock before the round's bump
- *   commits before the round reads the holder: the round sees the slot free and creates a job. A
- *   release that got the lock after it sees D and does not release: the drainer goes on to D.
+ * - a drainer releases only inside a transaction (`webhook_drain_release`, one round trip) that
+ *   first locks the row and then, in a statement started after the lock was granted (so its
+ *   snapshot includes every round that held the lock before), finds nothing pending. A release
+ *   that got the lock before the round's bump commits before the round reads the holder: the
+ *   round sees the slot free and creates a job. A release that got the lock after it sees D and
+ *   does not release: the drainer goes on to D.
  * - an acquirer takes the same lock (a plain UPDATE when the slot is free or its own, else a
  *   locking read followed by a fresh statement judging whether the holder lives). Either it gets
  *   the slot and its next take (a later statement) sees D, or a live holder has it and, by the
@@ -44,18 +58,14 @@
  * test `WebhookDrainNoLostWakeup` races many short rounds against finishing drainers.
  *
  * So each endpoint receives its events in seq order, one at a time, and a revoked right or a
- * removed space never blocks the queue behind it. Besides the request, a delivery costs the
- * permission check (one statement with the default `PermissionGrants`), the record, and a share
- * of a take (which reads up to `readAhead` heads). While a request is in flight the drainer checks
- * the next head's right (and takes more heads when it has none left; reads only, no transaction),
- * so a busy subscription waits only for the request and the record between two deliveries; the
- * right is still checked before that delivery's request, the scope when its head was read.
+ * removed space never blocks the queue behind it.
  */
 import { Cause, Clock, Duration, Effect, Metric, Option, type Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as JobKind from "./JobKind.ts"
 import { Permissions, webhookDeliver } from "./Permissions.ts"
 import * as SecretBox from "./SecretBox.ts"
+import { column } from "./SqlArrays.ts"
 import { WebhookConfig } from "./WebhookConfig.ts"
 import * as WebhookMetrics from "./WebhookMetrics.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
@@ -108,9 +118,28 @@ interface Head {
   readonly occurredAt: Date | null
   readonly payload: unknown
   readonly scoped: boolean
+  /** The owner's right on the space, when `Permissions` answers in SQL. */
+  readonly allowed: boolean | null
 }
 
 type Recorded = "delivered" | "pending" | "dead"
+
+/** The subscription's failing clock (see `WebhookSchedule.afterFailure`). */
+interface FailingClock {
+  readonly firstAt: number | null
+  readonly clockAt: number | null
+}
+
+const noFailures: FailingClock = { firstAt: null, clockAt: null }
+
+/** A request that went out and what came back; on record once `record` has written it. */
+interface Sent {
+  readonly head: Head
+  readonly started: number
+  readonly answered: number
+  readonly result: WebhookSender.SendResult
+  readonly ok: boolean
+}
 
 const attemptsBy = (outcome: string) => Metric.update(Metric.withAttributes(WebhookMetrics.attempts, { outcome }), 1)
 
@@ -153,49 +182,46 @@ export const makeWith = (options: DrainOptions = {}) =>
 
     /**
      * Lets the slot go if nothing is pending, checked under the row lock by a statement started
-     * after it (see the header). `pending`: keep draining.
+     * after it (see the header and `webhook_drain_release`). `pending`: keep draining.
      */
     const release = (subscriptionId: string, job: bigint) =>
-      sql.withTransaction(
-        Effect.gen(function* () {
-          const [row] = yield* sql<{ jobId: bigint | null }>`
-            SELECT job_id AS "jobId" FROM webhook_drains WHERE subscription_id = ${subscriptionId}::uuid FOR UPDATE`
-          if (row === undefined || row.jobId !== job) return "lost" as const
-          const freed = yield* sql`
-            UPDATE webhook_drains SET job_id = NULL
-            WHERE subscription_id = ${subscriptionId}::uuid AND job_id = ${job}
-              AND NOT EXISTS (
-                SELECT 1 FROM webhook_deliveries WHERE subscription_id = ${subscriptionId}::uuid AND state = 'pending')
-            RETURNING subscription_id`
-          return freed.length > 0 ? ("released" as const) : ("pending" as const)
-        }),
+      sql<{ outcome: "released" | "pending" | "lost" }>`
+        SELECT webhook_drain_release(${subscriptionId}::uuid, ${job}) AS outcome`.pipe(
+        Effect.map((rows) => rows[0]?.outcome ?? "lost"),
       )
 
     /**
-     * The head deliveries while this job holds the slot: up to `limit` pending ones in seq order
-     * (after `after`, when given); none when nothing is pending or the slot is lost.
+     * The owner's right on a head's space, when `Permissions` gives it as SQL; NULL otherwise, and
+     * `allowedEach` answers after the read.
      */
-    const take = (subscriptionId: string, job: bigint, after: bigint, limit: number) =>
-      sql<Head>`
-        SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence, d.attempts,
-               s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
-               s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
-               s.previous_secret_until AS "previousSecretUntil",
-               s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
-               e.seq IS NOT NULL AS present, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.payload,
-               EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
-                       WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id) AS scoped
-        FROM webhook_drains AS w
-        JOIN webhook_subscriptions AS s ON s.id = w.subscription_id
-        CROSS JOIN LATERAL (
-          SELECT * FROM webhook_deliveries
-          WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${after}
-          ORDER BY event_seq LIMIT ${limit}
-        ) AS d
-        LEFT JOIN event_log AS e ON e.seq = d.event_seq
-        WHERE w.subscription_id = ${subscriptionId}::uuid AND w.job_id = ${job}`.pipe(
-        Effect.withSpan("WebhookDelivery.take"),
-      )
+    const allowedColumn =
+      permissions.inSql === undefined
+        ? sql.literal("NULL::boolean")
+        : permissions.inSql({ principal: sql.literal("s.owner"), spaceId: sql.literal("e.space_id") }, webhookDeliver)
+
+    /**
+     * The head deliveries while this job holds the slot: up to `readAhead` pending ones after
+     * `after`, in seq order; none when nothing is pending or the slot is lost.
+     */
+    const heads = (subscriptionId: string, job: bigint, after: bigint) => sql`
+      SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence, d.attempts,
+             s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
+             s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
+             s.previous_secret_until AS "previousSecretUntil",
+             s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
+             e.seq IS NOT NULL AS present, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.payload,
+             EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
+                     WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id) AS scoped,
+             ${allowedColumn} AS allowed
+      FROM webhook_drains AS w
+      JOIN webhook_subscriptions AS s ON s.id = w.subscription_id
+      CROSS JOIN LATERAL (
+        SELECT * FROM webhook_deliveries
+        WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${after}
+        ORDER BY event_seq LIMIT ${readAhead}
+      ) AS d
+      LEFT JOIN event_log AS e ON e.seq = d.event_seq
+      WHERE w.subscription_id = ${subscriptionId}::uuid AND w.job_id = ${job}`
 
     /** Ends pending deliveries that must not go out: the subscription is disabled, or they predate its re-enabling. */
     const endLeftovers = (subscriptionId: string, h: Head) =>
@@ -224,44 +250,47 @@ export const makeWith = (options: DrainOptions = {}) =>
       })
 
     /**
-     * The attempt, the delivery's new state and the subscription's progress and failing clock, in
-     * one statement. A delivery that is no longer pending (its subscription was disabled while the
-     * request ran) gets the attempt on record and nothing else.
+     * `WITH ...`: the attempts, the deliveries' new states and the subscription's progress and
+     * failing clock. A delivery that is no longer pending (its subscription was disabled while the
+     * requests ran) gets the attempt on record and nothing else.
      */
-    const record = (
-      subscriptionId: string,
-      h: Head,
-      started: number,
-      result: WebhookSender.SendResult,
-      ok: boolean,
-      failing: { readonly firstAt: number | null; readonly clockAt: number | null },
-    ) =>
+    const recording = (subscriptionId: string, sent: ReadonlyArray<Sent>, failing: FailingClock) => sql`
+      WITH r AS (
+        SELECT * FROM unnest(
+          ${sent.map((s) => s.head.deliveryId.toString())}::bigint[], ${sent.map((s) => s.head.attempts + 1)}::int[],
+          ${sent.map((s) => new Date(s.started))}::timestamptz[], ${sent.map((s) => s.result.durationMs)}::int[],
+          ${column(sent, (s) => s.result.status)}::int[], ${column(sent, (s) => s.result.errorClass)}::text[],
+          ${sent.map((s) => s.result.body.replaceAll("\u0000", "\uFFFD"))}::text[],
+          ${sent.map((s) => s.result.truncated)}::bool[], ${sent.map((s) => s.ok)}::bool[]
+        ) WITH ORDINALITY AS r(delivery_id, number, started_at, duration_ms, status, error_class, body, truncated, ok, n)
+      ), attempt AS (
+        INSERT INTO webhook_attempts
+          (delivery_id, number, started_at, duration_ms, status, error_class, response_body, response_truncated)
+        SELECT delivery_id, number, started_at, duration_ms, status, error_class, body, truncated FROM r
+      ), d AS (
+        UPDATE webhook_deliveries AS d
+        SET attempts = d.attempts + 1, last_status = r.status, last_error_class = r.error_class,
+            last_attempt_at = r.started_at,
+            state = CASE WHEN r.ok AND d.state = 'pending' THEN 'delivered' ELSE d.state END,
+            finished_at = CASE WHEN r.ok AND d.state = 'pending' THEN clock_timestamp() ELSE d.finished_at END
+        FROM r WHERE d.id = r.delivery_id
+        RETURNING d.id, d.state, d.event_seq
+      ), s AS (
+        UPDATE webhook_subscriptions
+        SET last_delivered_seq = greatest(last_delivered_seq, (SELECT max(event_seq) FROM d WHERE state = 'delivered')),
+            failing_first_at = ${failing.firstAt === null ? null : new Date(failing.firstAt)},
+            failing_clock_at = ${failing.clockAt === null ? null : new Date(failing.clockAt)}
+        WHERE id = ${subscriptionId}::uuid AND EXISTS (SELECT 1 FROM d WHERE state IN ('delivered', 'pending'))
+        RETURNING id
+      )`
+
+    /** Puts `sent` on record; their states come back in the same order. */
+    const record = (subscriptionId: string, sent: ReadonlyArray<Sent>, failing: FailingClock) =>
       sql<{ state: Recorded }>`
-        WITH attempt AS (
-          INSERT INTO webhook_attempts
-            (delivery_id, number, started_at, duration_ms, status, error_class, response_body, response_truncated)
-          VALUES (${h.deliveryId}, ${h.attempts + 1}, ${new Date(started)}, ${result.durationMs},
-                  ${result.status ?? null}, ${result.errorClass ?? null},
-                  ${result.body.replaceAll("\u0000", "\uFFFD")}, ${result.truncated})
-        ), d AS (
-          UPDATE webhook_deliveries
-          SET attempts = attempts + 1, last_status = ${result.status ?? null},
-              last_error_class = ${result.errorClass ?? null}, last_attempt_at = ${new Date(started)},
-              state = CASE WHEN ${ok} AND state = 'pending' THEN 'delivered' ELSE state END,
-              finished_at = CASE WHEN ${ok} AND state = 'pending' THEN clock_timestamp() ELSE finished_at END
-          WHERE id = ${h.deliveryId}
-          RETURNING state
-        ), s AS (
-          UPDATE webhook_subscriptions
-          SET last_delivered_seq = CASE WHEN ${ok} THEN greatest(last_delivered_seq, ${h.eventSeq}) ELSE last_delivered_seq END,
-              failing_first_at = ${failing.firstAt === null ? null : new Date(failing.firstAt)},
-              failing_clock_at = ${failing.clockAt === null ? null : new Date(failing.clockAt)}
-          FROM d WHERE id = ${subscriptionId}::uuid AND d.state IN ('delivered', 'pending')
-          RETURNING id
-        )
-        SELECT state FROM d`.pipe(
-        Effect.map((rows) => rows[0]?.state ?? "dead"),
-        Effect.withSpan("WebhookDelivery.record"),
+        ${recording(subscriptionId, sent, failing)}
+        SELECT d.state FROM r JOIN d ON d.id = r.delivery_id ORDER BY r.n`.pipe(
+        Effect.map((rows) => sent.map((_, i) => rows[i]?.state ?? "dead")),
+        Effect.withSpan("WebhookDelivery.record", { attributes: { "webhook.deliveries": sent.length } }),
       )
 
     /** What one run shares between its deliveries: keep-alive connections, opened secrets. */
@@ -305,27 +334,38 @@ export const makeWith = (options: DrainOptions = {}) =>
         yield* suppress(subscriptionId, h, "scope")
       })
 
-    /** A head with the owner's right on its space, checked for this attempt. */
+    /** A head with the owner's right on its space, checked when it was read. */
     interface Checked {
       readonly head: Head
-      readonly allowed: boolean | undefined
+      readonly allowed: boolean
     }
 
-    const check = (h: Head) =>
-      sendable(h)
-        ? Effect.map(
-            permissions.allowed(h.owner, webhookDeliver, h.space!),
-            (allowed): Checked => ({ head: h, allowed }),
-          )
-        : Effect.succeed<Checked>({ head: h, allowed: undefined })
-
     /**
-     * The attempt on a sendable, permitted head. `delivered`: go on with the next; `settled`: it
-     * is dead or the subscription disabled, take the head afresh; `snooze`: retry after the delay.
+     * Puts the 2xx `sent` on record and reads the next heads after `after`, in one statement (its
+     * read sees the log as before its own record, hence `after`, at least the last seq sent). Rights
+     * that `Permissions` did not answer in that statement are asked in one call.
      */
-    const attempt = (run: Run, subscriptionId: string, h: Head) =>
+    const exchange = (subscriptionId: string, job: bigint, sent: ReadonlyArray<Sent>, after: bigint) =>
       Effect.gen(function* () {
-        const occurredAt = h.occurredAt!.getTime()
+        const rows = yield* (
+          sent.length === 0
+            ? sql<Head>`${heads(subscriptionId, job, after)}`
+            : sql<Head>`${recording(subscriptionId, sent, noFailures)} ${heads(subscriptionId, job, after)}`
+        ).pipe(Effect.withSpan("WebhookDelivery.exchange", { attributes: { "webhook.deliveries": sent.length } }))
+        const unanswered = rows.filter((h) => h.allowed === null && sendable(h))
+        const answers =
+          unanswered.length === 0
+            ? []
+            : yield* permissions.allowedEach(
+                unanswered.map((h) => ({ principal: h.owner, action: webhookDeliver, spaceId: h.space! })),
+              )
+        const answered = new Map(unanswered.map((h, i) => [h, answers[i] === true]))
+        return rows.map((head): Checked => ({ head, allowed: head.allowed ?? answered.get(head) ?? false }))
+      })
+
+    /** Signs and POSTs a sendable, permitted head; nothing goes on record here. */
+    const send = (run: Run, subscriptionId: string, h: Head) =>
+      Effect.gen(function* () {
         const body = JSON.stringify({
           version: 1,
           type: h.type,
@@ -346,34 +386,39 @@ export const makeWith = (options: DrainOptions = {}) =>
           {},
           run.connections,
         )
-        const now = yield* Clock.currentTimeMillis
+        const answered = yield* Clock.currentTimeMillis
         const ok = result.status !== undefined && result.status >= 200 && result.status < 300
-        const headAge = (age: number) =>
-          Metric.update(Metric.withAttributes(WebhookMetrics.headAge, { subscription: subscriptionId }), age)
-        if (ok) {
-          const state = yield* record(subscriptionId, h, started, result, true, { firstAt: null, clockAt: null })
-          yield* headAge(0)
-          if (state !== "delivered") return { _tag: "settled" } as const
-          yield* attemptsBy("delivered")
-          yield* Metric.update(WebhookMetrics.latency, now - occurredAt)
-          return { _tag: "delivered" } as const
-        }
-        yield* headAge(Math.max(0, (now - occurredAt) / 1000))
+        return { head: h, started, answered, result, ok } satisfies Sent
+      }).pipe(
+        Effect.withSpan("WebhookDelivery.attempt", {
+          attributes: { "webhook.subscription": subscriptionId, "webhook.event_seq": String(h.eventSeq) },
+        }),
+      )
+
+    const headAge = (subscriptionId: string, seconds: number) =>
+      Metric.update(Metric.withAttributes(WebhookMetrics.headAge, { subscription: subscriptionId }), seconds)
+
+    /**
+     * A failed request (the last of `batch`), on record with the 2xx sends before it. `settled`: the delivery is no
+     * longer pending or the subscription got disabled; `snooze`: retry after the delay, keeping
+     * the slot.
+     */
+    const failed = (subscriptionId: string, batch: ReadonlyArray<Sent>, clockBefore: FailingClock) =>
+      Effect.gen(function* () {
+        const sent = batch.at(-1)!
+        const { head: h, result } = sent
+        yield* headAge(subscriptionId, Math.max(0, (sent.answered - h.occurredAt!.getTime()) / 1000))
         if (result.status === 410) {
-          const current = { firstAt: h.failingFirstAt?.getTime() ?? null, clockAt: h.failingClockAt?.getTime() ?? null }
-          const state = yield* record(subscriptionId, h, started, result, false, current)
-          if (state === "pending") {
+          const states = yield* record(subscriptionId, batch, clockBefore)
+          if (states.at(-1) === "pending") {
             yield* disable([subscriptionId], "gone").pipe(provide)
             yield* attemptsBy("gone")
           }
           return { _tag: "settled" } as const
         }
-        const clock = WebhookSchedule.afterFailure(
-          { firstAt: h.failingFirstAt?.getTime() ?? null, clockAt: h.failingClockAt?.getTime() ?? null },
-          now,
-        )
-        const state = yield* record(subscriptionId, h, started, result, false, clock)
-        if (state !== "pending") return { _tag: "settled" } as const
+        const clock = WebhookSchedule.afterFailure(clockBefore, sent.answered)
+        const states = yield* record(subscriptionId, batch, clock)
+        if (states.at(-1) !== "pending") return { _tag: "settled" } as const
         yield* attemptsBy("failed")
         if (clock.disable) {
           yield* disable([subscriptionId], "failing").pipe(provide)
@@ -385,71 +430,101 @@ export const makeWith = (options: DrainOptions = {}) =>
             status: result.status,
             errorClass: result.errorClass,
             retryAfter: result.retryAfter,
-            now,
+            now: sent.answered,
           },
           Math.random,
           config.retrySteps,
         )
         return { _tag: "snooze", delay } as const
-      }).pipe(
-        Effect.withSpan("WebhookDelivery.attempt", {
-          attributes: { "webhook.subscription": subscriptionId, "webhook.event_seq": String(h.eventSeq) },
-        }),
-      )
+      })
 
     const drain = Effect.fn("WebhookDelivery.drain")(function* (subscriptionId: string, job: JobKind.JobInfo) {
       if (!(yield* acquire(subscriptionId, job.id))) return
       const start = yield* Clock.currentTimeMillis
       // Closed when the run ends: no connection outlives the run whose sends checked it.
       const run: Run = { connections: yield* WebhookSender.connections(config.policy), secrets: new Map() }
-      // The next head, read and checked while the previous request was in flight, and the heads
-      // after it, read with it but not checked yet.
-      let next: Checked | undefined
-      let ahead: Array<Head> = []
-      const takeAndCheck = (after: bigint) =>
-        Effect.flatMap(take(subscriptionId, job.id, after, readAhead), (heads) => {
-          ahead = heads.slice(1)
-          return heads[0] === undefined ? Effect.undefined : check(heads[0])
+      /** Read and checked, not sent yet, in seq order. */
+      let queue: Array<Checked> = []
+      /** Answered 2xx, not on record yet, in seq order. */
+      let unrecorded: Array<Sent> = []
+      /** The seq of the last head this run sent or settled: every pending delivery before it is on record. */
+      let after = -1n
+      /** A 2xx in this run has reset the failing clock the heads were read with. */
+      let succeeded = false
+
+      /**
+       * Runs `f` on the 2xx answers not on record yet; should it fail, they stay unrecorded ahead
+       * of any later ones, so the record never skips over them.
+       */
+      const withUnrecorded = <A, E, R>(f: (sent: ReadonlyArray<Sent>) => Effect.Effect<A, E, R>) =>
+        Effect.suspend(() => {
+          const sent = unrecorded
+          unrecorded = []
+          return f(sent).pipe(
+            Effect.onError(() =>
+              Effect.sync(() => {
+                unrecorded = [...sent, ...unrecorded]
+              }),
+            ),
+          )
         })
-      for (let n = 0; ; n++) {
-        if (n >= maxDeliveries || (yield* Clock.currentTimeMillis) - start >= maxRunMillis) {
-          return yield* new JobKind.JobSnooze({ delay: Duration.zero })
+      const flush = withUnrecorded((sent) =>
+        sent.length === 0 ? Effect.void : Effect.asVoid(record(subscriptionId, sent, noFailures)),
+      )
+      const recordAndRead = (after: bigint) => withUnrecorded((sent) => exchange(subscriptionId, job.id, sent, after))
+
+      // Whatever ends the run (a failed statement, a shutdown interrupting a request), the 2xx
+      // answers already received go on record if the database takes them; those it does not take
+      // are sent again, in order, by the next run.
+      return yield* Effect.gen(function* () {
+        for (let n = 0; ; n++) {
+          if (n >= maxDeliveries || (yield* Clock.currentTimeMillis) - start >= maxRunMillis) {
+            yield* flush
+            return yield* new JobKind.JobSnooze({ delay: Duration.zero })
+          }
+          if (queue.length === 0) {
+            queue = yield* recordAndRead(after)
+            if (queue.length === 0) {
+              if ((yield* release(subscriptionId, job.id)) !== "pending") return
+              continue
+            }
+          }
+          const { head: h, allowed } = queue.shift()!
+          after = h.eventSeq
+          if (!sendable(h) || !allowed) {
+            yield* flush
+            if (sendable(h)) yield* suppress(subscriptionId, h, "permission")
+            else {
+              queue = []
+              yield* settle(subscriptionId, h)
+            }
+            continue
+          }
+          // While the last head read is out, the 2xx before it go on record and the next heads are
+          // read (with their rights) in one statement: a busy subscription waits for its requests,
+          // and for the database at most once every `readAhead` deliveries.
+          const [sent, fresh] = yield* Effect.all(
+            [send(run, subscriptionId, h), queue.length > 0 ? Effect.undefined : recordAndRead(h.eventSeq)],
+            { concurrency: 2 },
+          )
+          if (sent.ok) {
+            succeeded = true
+            unrecorded.push(sent)
+            yield* attemptsBy("delivered")
+            yield* Metric.update(WebhookMetrics.latency, sent.answered - h.occurredAt!.getTime())
+            yield* headAge(subscriptionId, 0)
+            if (fresh !== undefined) queue = fresh
+            continue
+          }
+          const clockBefore = succeeded
+            ? noFailures
+            : { firstAt: h.failingFirstAt?.getTime() ?? null, clockAt: h.failingClockAt?.getTime() ?? null }
+          queue = []
+          unrecorded.push(sent)
+          const outcome = yield* withUnrecorded((all) => failed(subscriptionId, all, clockBefore))
+          if (outcome._tag === "snooze") return yield* new JobKind.JobSnooze({ delay: outcome.delay })
         }
-        const checked = next ?? (yield* takeAndCheck(-1n))
-        next = undefined
-        if (checked === undefined) {
-          if ((yield* release(subscriptionId, job.id)) !== "pending") return
-          continue
-        }
-        const h = checked.head
-        if (!sendable(h)) {
-          ahead = []
-          yield* settle(subscriptionId, h)
-          continue
-        }
-        if (checked.allowed !== true) {
-          ahead = []
-          yield* suppress(subscriptionId, h, "permission")
-          continue
-        }
-        // The following delivery's right is checked (and, every few, the following deliveries
-        // read) while this request is in flight, so a busy subscription pays the request and the
-        // record per delivery, and not the round trips before them.
-        const following = ahead.shift()
-        const [outcome, prepared] = yield* Effect.all(
-          [attempt(run, subscriptionId, h), following === undefined ? takeAndCheck(h.eventSeq) : check(following)],
-          { concurrency: 2 },
-        )
-        if (outcome._tag === "snooze") return yield* new JobKind.JobSnooze({ delay: outcome.delay })
-        if (outcome._tag !== "delivered" || prepared === undefined) {
-          ahead = []
-          continue
-        }
-        // Read before this delivery's success reset the failing clock.
-        const reset = (head: Head): Head => ({ ...head, failingFirstAt: null, failingClockAt: null })
-        next = { ...prepared, head: reset(prepared.head) }
-        ahead = ahead.map(reset)
-      }
+      }).pipe(Effect.ensuring(Effect.ignore(flush)))
     }, Effect.scoped)
 
     return JobKind.make({

@@ -18,11 +18,13 @@
  * Loss: when events after the cursor left the log before the round read them, every active
  * subscription that began before the end of the lost range is disabled with cause `gap`.
  */
-import { type Array as Arr, type Duration, Effect } from "effect"
+import { type Array as Arr, type Duration, Effect, Metric } from "effect"
 import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
 import * as Consumer from "./Consumer.ts"
-import type { FanOutJob, LostRange } from "./ConsumerRound.ts"
+import type { FanOutJob, LostRange, RoundOutcome } from "./ConsumerRound.ts"
 import type { Event } from "./Event.ts"
+import * as JobMetrics from "./JobMetrics.ts"
 import { disableStartedBefore } from "./WebhookSubscriptions.ts"
 
 export const name = "webhooks"
@@ -45,16 +47,13 @@ export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>
              ${events.map((e) => e.type)}::text[], ${events.map((e) => e.epoch)}::int[]) AS e(seq, space, type, epoch)`
 
 /**
- * `WITH ev AS (...), matched AS (...)`: the (event, active subscription) pairs of a batch, for the
- * fan-out (and for the benchmark that explains its plan). Each `OFFSET 0` LATERAL keeps matching a
- * probe per event of the space index, then of the subscriptions' primary key per candidate:
- * without them the planner hashes a scan of every subscription (once per batch, or worse once
- * per event), whatever the batch's size.
+ * `matched AS (...)`: the (event, active subscription) pairs of the events in `ev(seq, space, type,
+ * epoch)`. Each `OFFSET 0` LATERAL keeps matching a probe per event of the space index, then of the
+ * subscriptions' primary key per candidate: without them the planner hashes a scan of every
+ * subscription (once per batch, or worse once per event), whatever the batch's size.
  */
-export const matched = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) => sql`
-  WITH ev AS (
-    SELECT * FROM ${eventRows(sql, events)}
-  ), matched AS (
+const matchedCte = (sql: SqlClient.SqlClient) => sql`
+  matched AS (
     SELECT e.seq, e.epoch, s.sub
     FROM ev AS e
     CROSS JOIN LATERAL (
@@ -68,6 +67,36 @@ export const matched = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) 
     ) AS s
   )`
 
+/** `WITH ev AS (...), matched AS (...)` for a batch of events (the fan-out's, and the benchmark's plan). */
+export const matched = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) => sql`
+  WITH ev AS (
+    SELECT * FROM ${eventRows(sql, events)}
+  ), ${matchedCte(sql)}`
+
+/**
+ * After `ev`: `matched`, `counted` (per subscription: its deliveries and first seq), `numbered`
+ * (the drain rows, each subscription's sequence bumped by its count: this locks them until the
+ * round commits) and `inserted` (the deliveries, numbered on from the old sequence).
+ */
+const deliveriesCtes = (sql: SqlClient.SqlClient) => sql`
+  ${matchedCte(sql)}, counted AS (
+    SELECT sub, count(*) AS n, min(seq) AS first FROM matched GROUP BY sub
+  ), numbered AS (
+    INSERT INTO webhook_drains AS w (subscription_id, sequence)
+    SELECT sub, n FROM counted ORDER BY sub
+    ON CONFLICT (subscription_id) DO UPDATE SET sequence = w.sequence + excluded.sequence
+    RETURNING w.subscription_id AS sub, w.sequence, w.job_id
+  ), inserted AS (
+    INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, sequence)
+    SELECT m.sub, m.seq, m.epoch, n.sequence - c.n + row_number() OVER (PARTITION BY m.sub ORDER BY m.seq)
+    FROM matched AS m JOIN counted AS c ON c.sub = m.sub JOIN numbered AS n ON n.sub = m.sub
+  )`
+
+/** Whether a live job holds the slot of `numbered AS n` (read under the row lock `numbered` took). */
+const heldSql = (sql: SqlClient.SqlClient) => sql`
+  (n.job_id IS NOT NULL AND EXISTS (
+    SELECT 1 FROM jobs AS j WHERE j.id = n.job_id AND j.state IN ('available', 'scheduled', 'running', 'retryable')))`
+
 export interface FanOutOptions {
   /**
    * No job for a subscription whose slot a live drainer holds (it will see the new deliveries).
@@ -80,22 +109,10 @@ export const makeFanOut = (options: FanOutOptions) =>
   Effect.fn("WebhooksConsumer.fanOut")(function* (events: Arr.NonEmptyReadonlyArray<Event>) {
     const sql = yield* SqlClient.SqlClient
     const rows = yield* sql<{ subscription: string; seq: bigint; held: boolean }>`
-      ${matched(sql, events)}, counted AS (
-        SELECT sub, count(*) AS n, min(seq) AS first FROM matched GROUP BY sub
-      ), numbered AS (
-        INSERT INTO webhook_drains AS w (subscription_id, sequence)
-        SELECT sub, n FROM counted ORDER BY sub
-        ON CONFLICT (subscription_id) DO UPDATE SET sequence = w.sequence + excluded.sequence
-        RETURNING w.subscription_id AS sub, w.sequence, w.job_id
-      ), inserted AS (
-        INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, sequence)
-        SELECT m.sub, m.seq, m.epoch, n.sequence - c.n + row_number() OVER (PARTITION BY m.sub ORDER BY m.seq)
-        FROM matched AS m JOIN counted AS c ON c.sub = m.sub JOIN numbered AS n ON n.sub = m.sub
-      )
-      SELECT n.sub::text AS subscription, c.first AS seq,
-             (n.job_id IS NOT NULL AND EXISTS (
-               SELECT 1 FROM jobs AS j
-               WHERE j.id = n.job_id AND j.state IN ('available', 'scheduled', 'running', 'retryable'))) AS held
+      WITH ev AS (
+        SELECT * FROM ${eventRows(sql, events)}
+      ), ${deliveriesCtes(sql)}
+      SELECT n.sub::text AS subscription, c.first AS seq, ${heldSql(sql)} AS held
       FROM numbered AS n JOIN counted AS c ON c.sub = n.sub`
     return rows
       .filter((r) => !(options.skipHeld && r.held))
@@ -103,6 +120,99 @@ export const makeFanOut = (options: FanOutOptions) =>
   })
 
 export const fanOut = makeFanOut({ skipHeld: true })
+
+/**
+ * The whole round as one autocommitted statement, so the round costs one round trip instead of
+ * four: lock the cursor row (FOR UPDATE SKIP LOCKED), read the batch and the head, and, when the
+ * batch follows the cursor without a hole and nothing is missing up to the head, create the
+ * deliveries, the drain jobs (as `ConsumerRound` would: same unique key, same NOTIFY) and move the
+ * cursor. Anything else (events lost from the log, whose loss handler runs in the round's
+ * transaction) is left to the transactional round: `undefined`.
+ *
+ * A statement that writes nothing but its row lock commits without waiting for the WAL flush.
+ */
+export const makeStatementRound =
+  (options: FanOutOptions) =>
+  (round: {
+    readonly name: string
+    readonly batchSize: number
+  }): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const skipHeld = options.skipHeld ? heldSql(sql) : sql.literal("false")
+      const rows = yield* sql<{
+        after: bigint
+        head: bigint
+        headEpoch: number
+        events: number
+        toSeq: bigint | null
+        full: boolean
+        nextOccurredAt: Date | null
+        ok: boolean
+        wanted: number
+        inserted: number
+      }>`
+        WITH c AS MATERIALIZED (
+          SELECT last_seq FROM event_consumer_cursors WHERE name = ${round.name} FOR UPDATE SKIP LOCKED
+        ), read AS MATERIALIZED (
+          SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent,
+                 row_number() OVER (ORDER BY e.seq) AS n
+          FROM c CROSS JOIN LATERAL (
+            SELECT seq, space_id, type, epoch, occurred_at, trace_parent FROM event_log
+            WHERE seq > c.last_seq ORDER BY seq LIMIT ${round.batchSize + 1}
+          ) AS e
+        ), pos AS MATERIALIZED (
+          SELECT c.last_seq AS after, h.value AS head, h.epoch AS head_epoch,
+                 (SELECT count(*) FROM read WHERE n <= ${round.batchSize})::int AS events,
+                 (SELECT max(seq) FROM read WHERE n <= ${round.batchSize}) AS to_seq,
+                 (SELECT count(*) FROM read) > ${round.batchSize} AS is_full,
+                 (SELECT occurred_at FROM read WHERE n = ${round.batchSize + 1}) AS next_occurred_at
+          FROM c CROSS JOIN event_seq AS h
+        ), go AS MATERIALIZED (
+          SELECT coalesce(events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
+        ), ev AS (
+          SELECT seq, space, type, epoch FROM read WHERE n <= ${round.batchSize} AND (SELECT ok FROM go)
+        ), ${deliveriesCtes(sql)}, wanted AS (
+          SELECT n.sub, c.first FROM numbered AS n JOIN counted AS c ON c.sub = n.sub WHERE NOT ${skipHeld}
+        ), created AS (
+          INSERT INTO jobs (kind, queue, args, max_attempts, unique_key, trace_parent)
+          SELECT ${deliverKind}, ${queue}, jsonb_build_object('subscription', w.sub::text), ${maxAttempts},
+                 ${round.name} || ':' || w.first || ':' || w.sub::text, (SELECT trace_parent FROM read WHERE seq = w.first)
+          FROM wanted AS w
+          ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+          RETURNING id
+        ), wake AS MATERIALIZED (
+          SELECT pg_notify('jobs', ${queue}) FROM (SELECT 1 FROM created LIMIT 1) AS one
+        ), moved AS (
+          UPDATE event_consumer_cursors SET last_seq = (SELECT to_seq FROM pos), updated_at = clock_timestamp()
+          WHERE name = ${round.name} AND (SELECT ok FROM go)
+        ), unflushed AS MATERIALIZED (
+          SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
+        )
+        SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
+               p.next_occurred_at AS "nextOccurredAt", g.ok,
+               (SELECT count(*) FROM wanted)::int AS wanted, (SELECT count(*) FROM created)::int AS inserted,
+               (SELECT count(*) FROM wake) + (SELECT count(*) FROM unflushed) AS side_effects
+        FROM pos AS p CROSS JOIN go AS g`
+      const row = rows[0]
+      if (row === undefined) return { _tag: "Locked" } as const
+      if (row.events === 0 && row.head === row.after) return { _tag: "CaughtUp", lastSeq: row.after } as const
+      if (!row.ok || row.toSeq === null) return undefined
+      const suppressed = row.wanted - row.inserted
+      if (suppressed > 0) yield* Metric.update(JobMetrics.insertSuppressed, suppressed)
+      return {
+        _tag: "Processed",
+        fromSeq: row.after + 1n,
+        toSeq: row.toSeq,
+        events: row.events,
+        jobs: row.inserted,
+        suppressed,
+        lost: [],
+        full: row.full,
+        head: { seq: row.head, epoch: row.headEpoch },
+        nextOccurredAt: row.nextOccurredAt ?? undefined,
+      } as const
+    }).pipe(Effect.withSpan("WebhooksConsumer.statementRound"))
 
 export const onLoss = (lost: LostRange) =>
   disableStartedBefore(lost.lastSeq).pipe(
@@ -114,16 +224,21 @@ export const onLoss = (lost: LostRange) =>
     Effect.asVoid,
   )
 
+/** The `webhooks` round's options for `Consumer.makeRound` (and, with a poll interval, `Consumer.layer`). */
+export const roundOptions = (options: { readonly batchSize: number } & Partial<FanOutOptions>) => {
+  const fanOutOptions = { skipHeld: options.skipHeld !== false }
+  return {
+    name,
+    batchSize: options.batchSize,
+    fanOut: makeFanOut(fanOutOptions),
+    oneStatement: makeStatementRound(fanOutOptions),
+    onLoss,
+  }
+}
+
 export const layer = (options: {
   readonly batchSize: number
   readonly pollInterval: Duration.Input
   /** See `FanOutOptions.skipHeld`; default on. */
   readonly skipHeld?: boolean
-}) =>
-  Consumer.layer({
-    name,
-    batchSize: options.batchSize,
-    pollInterval: options.pollInterval,
-    fanOut: options.skipHeld === false ? makeFanOut({ skipHeld: false }) : fanOut,
-    onLoss,
-  })
+}) => Consumer.layer({ ...roundOptions(options), pollInterval: options.pollInterval })

@@ -1,5 +1,5 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect, Exit, Layer, Queue, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../src/Consumer.ts"
 import { EventLog } from "../src/EventLog.ts"
@@ -19,17 +19,20 @@ const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)], pool: { maxCo
  * Drainers that only a NOTIFY can start: the worker's poll and its rescuer (half the lease) never
  * fire within the test, so a delivery left without a drainer stays pending.
  */
-const startDrainers = Effect.gen(function* () {
-  const kind = yield* WebhookDelivery.make
-  yield* Layer.build(
-    JobWorker.layer({
-      kinds: [kind],
-      queues: { webhooks: { concurrency: 8 } },
-      pollInterval: "1 hour",
-      lease: "2 hours",
-    }),
-  )
-})
+const drainers = (shutdownTimeout: Duration.Input = Duration.seconds(10)) =>
+  Effect.gen(function* () {
+    const kind = yield* WebhookDelivery.make
+    yield* Layer.build(
+      JobWorker.layer({
+        kinds: [kind],
+        queues: { webhooks: { concurrency: 8 } },
+        pollInterval: "1 hour",
+        lease: "2 hours",
+        shutdownTimeout,
+      }),
+    )
+  })
+const startDrainers = drainers()
 
 /**
  * The `webhooks` round with a pause after its fan-out (it widens the window; with a release whose
@@ -60,46 +63,63 @@ const subscribe = (owner: string, url: string, space: string) =>
     return yield* (yield* Webhooks).create({ owner, url, scope: [space], eventTypes: [] })
   })
 
+/**
+ * Short rounds racing drainers that finish and let go: one event per round, with random pauses, so
+ * each round lands while the drainers are taking, sending, or just letting go of their slot after
+ * draining the previous one. Every request must arrive with neither poll nor rescue.
+ */
+const raceRoundsAgainstDrainers = <E, R>(round: Effect.Effect<{ readonly _tag: string }, E, R>, space: string) =>
+  Effect.gen(function* () {
+    const log = yield* EventLog
+    const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+    const subs = 4
+    for (let k = 0; k < subs; k++) yield* subscribe("owner-w", receiver.url(`/w${k}`), space)
+    yield* startDrainers
+    // One event per round, with random pauses: each round lands while the drainers are taking,
+    // sending, or just letting go of their slot after draining the previous one.
+    const events = 400
+    for (let i = 0; i < events; i++) {
+      yield* log.append([{ space, type: "item.created", actor: "tester", payload: { i } }])
+      assert.strictEqual((yield* round)._tag, "Processed")
+      const pause = Math.random()
+      if (pause < 0.3) yield* Effect.sleep(Duration.millis(Math.floor(pause * 10)))
+      else if (pause < 0.6) yield* Effect.yieldNow
+    }
+    const sql = yield* SqlClient.SqlClient
+    const heldSlots = sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM webhook_drains WHERE job_id IS NOT NULL`.pipe(Effect.map((rows) => rows[0]!.n))
+    // Every request arrived, every delivery is recorded, and every drainer let go of its slot.
+    yield* Effect.gen(function* () {
+      while (receiver.log.length < events * subs || (yield* pendingCount) > 0 || (yield* heldSlots) > 0) {
+        yield* Effect.sleep("20 millis")
+      }
+    }).pipe(Effect.timeout("60 seconds"))
+    for (let k = 0; k < subs; k++) {
+      const seen = receiver.log
+        .filter((r) => r.path === `/w${k}`)
+        .map((r) => (JSON.parse(r.body) as { data: { i: number } }).data.i)
+      assert.deepStrictEqual(
+        seen,
+        Array.from({ length: events }, (_, i) => i),
+        `/w${k}: every event once, in order`,
+      )
+    }
+  }).pipe(Effect.scoped)
+
 layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
   it.effect(
     "WebhookDrainNoLostWakeup: short rounds racing drainers that finish and let go; every delivery goes out without poll or rescue",
+    () => raceRoundsAgainstDrainers(slowRound, "wake"),
+    120_000,
+  )
+
+  it.effect(
+    "WebhookDrainNoLostWakeup, one-statement round: the same race against the round the worker runs",
     () =>
-      Effect.gen(function* () {
-        const log = yield* EventLog
-        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
-        const subs = 4
-        for (let k = 0; k < subs; k++) yield* subscribe("owner-w", receiver.url(`/w${k}`), "wake")
-        yield* startDrainers
-        // One event per round, with random pauses: each round lands while the drainers are taking,
-        // sending, or just letting go of their slot after draining the previous one.
-        const events = 400
-        for (let i = 0; i < events; i++) {
-          yield* log.append([{ space: "wake", type: "item.created", actor: "tester", payload: { i } }])
-          assert.strictEqual((yield* slowRound)._tag, "Processed")
-          const pause = Math.random()
-          if (pause < 0.3) yield* Effect.sleep(Duration.millis(Math.floor(pause * 10)))
-          else if (pause < 0.6) yield* Effect.yieldNow
-        }
-        const sql = yield* SqlClient.SqlClient
-        const heldSlots = sql<{ n: number }>`
-          SELECT count(*)::int AS n FROM webhook_drains WHERE job_id IS NOT NULL`.pipe(Effect.map((rows) => rows[0]!.n))
-        // Every request arrived, every delivery is recorded, and every drainer let go of its slot.
-        yield* Effect.gen(function* () {
-          while (receiver.log.length < events * subs || (yield* pendingCount) > 0 || (yield* heldSlots) > 0) {
-            yield* Effect.sleep("20 millis")
-          }
-        }).pipe(Effect.timeout("60 seconds"))
-        for (let k = 0; k < subs; k++) {
-          const seen = receiver.log
-            .filter((r) => r.path === `/w${k}`)
-            .map((r) => (JSON.parse(r.body) as { data: { i: number } }).data.i)
-          assert.deepStrictEqual(
-            seen,
-            Array.from({ length: events }, (_, i) => i),
-            `/w${k}: every event once, in order`,
-          )
-        }
-      }).pipe(Effect.scoped),
+      raceRoundsAgainstDrainers(
+        Effect.flatMap(Consumer.makeRound(WebhooksConsumer.roundOptions({ batchSize: 10 })), (round) => round),
+        "wake-2",
+      ),
     120_000,
   )
 
@@ -156,6 +176,63 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         )
         assert.strictEqual(receiver.log.length, 2, "the failed first attempt, then the new event")
         assert.strictEqual((yield* webhooks.get(sub.id)).state, "active")
+      }).pipe(Effect.scoped),
+    60_000,
+  )
+
+  it.effect(
+    "WebhookDrainShutdownRecordsAnswered: a shutdown mid-request records the 2xx already answered; the next run sends the rest in order",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const log = yield* EventLog
+        const hangAt = 6
+        let hung = false
+        const receiver = yield* WebhookReceiver.start(({ body }) => {
+          const n = (JSON.parse(body) as { data: { n: number } }).data.n
+          if (n === hangAt && !hung) {
+            hung = true
+            return { status: 200, hang: true }
+          }
+          return { status: 200 }
+        })
+        const sub = yield* subscribe("owner-s", receiver.url("/s"), "shut")
+        const events = 10
+        for (let n = 0; n < events; n++) {
+          yield* log.append([{ space: "shut", type: "item.created", actor: "tester", payload: { n } }])
+        }
+        yield* TestWebhooks.round()
+        const numbers = () => receiver.log.map((r) => (JSON.parse(r.body) as { data: { n: number } }).data.n)
+
+        // The first worker sends up to the request that hangs, and is shut down while it hangs.
+        const firstWorker = yield* Scope.make()
+        // No grace: the hanging request is interrupted at once.
+        yield* drainers(Duration.zero).pipe(Scope.provide(firstWorker))
+        for (let k = 0; k <= hangAt; k++) yield* Queue.take(receiver.received)
+        yield* Scope.close(firstWorker, Exit.void)
+        const states = yield* sql<{ n: number; state: string }>`
+          SELECT (e.payload->>'n')::int AS n, d.state
+          FROM webhook_deliveries AS d JOIN event_log AS e ON e.seq = d.event_seq
+          WHERE d.subscription_id = ${sub.id}::uuid ORDER BY d.event_seq`
+        assert.deepStrictEqual(
+          states.map((r) => r.state),
+          Array.from({ length: events }, (_, n) => (n < hangAt ? "delivered" : "pending")),
+          "every answered request is on record, none after it",
+        )
+
+        // The next run starts from the first delivery not on record.
+        yield* startDrainers
+        yield* Effect.gen(function* () {
+          while ((yield* pendingCount) > 0) yield* Effect.sleep("10 millis")
+        }).pipe(Effect.timeout("10 seconds"))
+        assert.deepStrictEqual(
+          numbers(),
+          [
+            ...Array.from({ length: events }, (_, n) => n).slice(0, hangAt + 1),
+            ...Array.from({ length: events - hangAt }, (_, k) => hangAt + k),
+          ],
+          "in order: the unanswered one again, then the rest",
+        )
       }).pipe(Effect.scoped),
     60_000,
   )

@@ -37,12 +37,4 @@ export const layer = (
 
 /** One round of the `webhooks` consumer, run by hand so a test can act between round and job. */
 export const round = (batchSize = 10_000) =>
-  Effect.flatMap(
-    Consumer.makeRound({
-      name: WebhooksConsumer.name,
-      batchSize,
-      fanOut: WebhooksConsumer.fanOut,
-      onLoss: WebhooksConsumer.onLoss,
-    }),
-    (r) => r,
-  )
+  Effect.flatMap(Consumer.makeRound(WebhooksConsumer.roundOptions({ batchSize })), (r) => r)

@@ -17,6 +17,8 @@ export interface Received {
 export interface Answer {
   readonly status: number
   readonly headers?: Record<string, string>
+  /** Never answer: the request hangs until the sender gives up or the receiver closes. */
+  readonly hang?: boolean
 }
 
 export const start = (answer: (request: { readonly path: string; readonly body: string }) => Answer) =>
@@ -35,7 +37,7 @@ export const start = (answer: (request: { readonly path: string; readonly body: 
             const entry = { path, headers: req.headers, body, status: a.status }
             log.push(entry)
             Queue.offerUnsafe(received, entry)
-            res.writeHead(a.status, a.headers ?? {}).end("ok")
+            if (a.hang !== true) res.writeHead(a.status, a.headers ?? {}).end("ok")
           })
         })
         s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
