@@ -23,7 +23,7 @@
  * Producer, worker side, receiver and PostgreSQL share the machine (and the first three one Node
  * event loop), as a small deployment would.
  */
-import { Context, Duration, Effect, Fiber, Layer, Option } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../src/Event.ts"
 import { EventLog } from "../src/EventLog.ts"
@@ -42,6 +42,7 @@ import * as Conditions from "./Conditions.ts"
 import * as CpuUsage from "./CpuUsage.ts"
 import * as DeliveryTrace from "./DeliveryTrace.ts"
 import { type Distribution, distribution } from "./Handoff.ts"
+import * as ProducerThread from "./ProducerThread.ts"
 import * as Throughput from "./Throughput.ts"
 
 export interface EndToEndConfig {
@@ -59,6 +60,8 @@ export interface EndToEndConfig {
   /** Pool of the worker side (consumer, job worker, deliveries); the LISTEN connection is extra. */
   readonly workerConnections: number
   readonly producerConnections: number
+  /** The producer on a worker thread of its own (its own event loop and pool), as a host app apart from the worker. */
+  readonly producerThread: boolean
   /** How long to wait, after the last append, for every request to arrive. */
   readonly drainSeconds: number
   /** Delivered rows of earlier events in the delivery tables before the run, as a running installation has. */
@@ -258,10 +261,29 @@ export const measure = (config: EndToEndConfig) =>
         Effect.map(([s]) => ({ t: round3((performance.now() - t0) / 1000), ...s! })),
       )
 
-    const producer = yield* Layer.build(
-      EventLog.layer.pipe(Layer.provideMerge(server.pool(config.producerConnections))),
-    )
-    const log = Context.get(producer, EventLog)
+    // The producer: on a thread of its own (the host app, apart from the worker side), or, with
+    // `producerThread` off, a fiber of this process.
+    const thread = config.producerThread
+      ? yield* ProducerThread.run({
+          host: server.host,
+          port: server.port,
+          user: server.user,
+          password: Redacted.value(server.password),
+          database: server.database,
+          connections: config.producerConnections,
+          total,
+          interval,
+          subscriptions: config.subscriptions,
+        })
+      : undefined
+    if (thread !== undefined) yield* thread.ready
+    const log =
+      thread === undefined
+        ? Context.get(
+            yield* Layer.build(EventLog.layer.pipe(Layer.provideMerge(server.pool(config.producerConnections)))),
+            EventLog,
+          )
+        : undefined
     const t0 = performance.now() + 10
     const sampler = yield* Effect.gen(function* () {
       for (let k = 0; ; k++) {
@@ -274,19 +296,25 @@ export const measure = (config: EndToEndConfig) =>
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
     const production = yield* Throughput.timed(
-      Throughput.steady({ total, interval, t0, lateTick }, (i, sent) =>
-        log.append([eventAt(i, config.subscriptions)]).pipe(
-          Effect.tap(() =>
-            Effect.sync(() => {
-              const now = performance.now()
-              committedAt[i] = now
-              appendMs[i] = now - sent
-            }),
+      thread !== undefined
+        ? Effect.map(thread.start(t0), (out) => {
+            committedAt.set(out.committedAt)
+            appendMs.set(out.appendMs)
+            lateTick.set(out.lateTick)
+          })
+        : Throughput.steady({ total, interval, t0, lateTick }, (i, sent) =>
+            log!.append([eventAt(i, config.subscriptions)]).pipe(
+              Effect.tap(() =>
+                Effect.sync(() => {
+                  const now = performance.now()
+                  committedAt[i] = now
+                  appendMs[i] = now - sent
+                }),
+              ),
+              Effect.asVoid,
+              Effect.orDie,
+            ),
           ),
-          Effect.asVoid,
-          Effect.orDie,
-        ),
-      ),
     )
     const producedAt = performance.now()
     const cpu = CpuUsage.since(cpu0, CpuUsage.sample(postmaster))

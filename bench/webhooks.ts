@@ -42,6 +42,10 @@ const settings = Config.all({
   // Appends serialize on the counter row; with the deliveries now using the CPU too, 4 connections
   // no longer carried 500 appends/s, so the open-loop producer could not offer the asked rate.
   producerConnections: Config.Int("BENCH_WEBHOOK_PRODUCER_POOL").pipe(Config.withDefault(8)),
+  producerThread: Config.Boolean("BENCH_WEBHOOK_PRODUCER_THREAD").pipe(Config.withDefault(true)),
+  // The first seconds of a fresh process run cold (JIT, first plans, first connections): produced at
+  // the same rate but left out of the figures, as a worker pays them once when it starts.
+  warmupSeconds: Config.Number("BENCH_WEBHOOK_WARMUP_SECONDS").pipe(Config.withDefault(5)),
   workerConnections: Config.Int("BENCH_WEBHOOK_POOL").pipe(Config.withDefault(20)),
   drainSeconds: Config.Number("BENCH_WEBHOOK_DRAIN_SECONDS").pipe(Config.withDefault(300)),
   historyDeliveries: Config.Int("BENCH_WEBHOOK_HISTORY").pipe(Config.withDefault(100_000)),
@@ -110,7 +114,7 @@ const run = Effect.gen(function* () {
   const config = yield* settings
   const parts = new Set(config.parts.split(",").map((p) => p.trim()))
   const repeats = config.throughput.repeats
-  const warmupSeconds = Duration.toSeconds(config.throughput.warmup)
+  const warmupSeconds = config.warmupSeconds
   const webhookSettings: WebhookSettings = {
     secretKey: yield* SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64"))),
     policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
@@ -128,6 +132,7 @@ const run = Effect.gen(function* () {
     skipHeld: config.skipHeld,
     workerConnections: config.workerConnections,
     producerConnections: config.producerConnections,
+    producerThread: config.producerThread,
     drainSeconds: config.drainSeconds,
     historyDeliveries: config.historyDeliveries,
     flatSlopeShare,
@@ -511,20 +516,20 @@ const run = Effect.gen(function* () {
         subscriptionsScope:
           "subscription k covers the one space bench-k, no event-type filter, its own receiver path /s{k}; event i is in space bench-(i mod subscriptions): every event matches exactly one subscription, spread evenly (rate/subscriptions each)",
         permissions: "the owner holds webhook_out.deliver on every space (PermissionGrants), so nothing is suppressed",
-        producer:
-          "one fiber ticking every 1/rate s, forking each append (EventLog.append of one event, autocommitted) at its due time without waiting for the previous one; pool of producerConnections",
+        producer: `${config.producerThread ? "on a worker thread of its own (ProducerThread.ts: its own event loop and pool, as a host app apart from the worker), " : "in the worker's own event loop, "}one fiber ticking every 1/rate s, forking each append (EventLog.append of one event, autocommitted) at its due time without waiting for the previous one; pool of producerConnections`,
+        warmup: `the first ${warmupSeconds} s of each run are produced at the same rate and left out of the figures (a fresh process runs cold: JIT, first plans, first connections)`,
         workerSide:
-          "one @effect/sql-pg pool (workerConnections) shared by WebhooksConsumer.layer (batch 500, poll 1 s), JobWorker.layer (queue webhooks, concurrency as stated, WebhookDelivery.make: one drainer per subscription) and the deliveries, plus NotificationStream's own LISTEN connection, as one bothy worker process",
+          "one @effect/sql-pg pool (workerConnections) shared by WebhooksConsumer.layer (batch 500, poll 1 s; its round is the one-statement round, the transactional one only for a batch with lost events), JobWorker.layer (queue webhooks, concurrency as stated, WebhookDelivery.make: one drainer per subscription, read-ahead 4, linger 100 ms) and the deliveries, plus NotificationStream's own LISTEN connection, as one bothy worker process",
         receiver:
           "one node:http server on 127.0.0.1 in the same process, 200 as soon as the body is read; arrival = performance.now() when the request's headers arrive",
         latency:
-          "receiver arrival minus the producer's append returning (performance.now(), same process), keyed by payload.i; over the events after the warm-up",
+          "receiver arrival minus the producer's append returning (performance.timeOrigin + performance.now() across threads), keyed by payload.i; over the events after the warm-up",
         deliveriesPerSecond:
           "requests (first arrivals) received between the due times of the first and last measured events, per second",
         backlogSampling: "every 1 s from the production start: pending deliveries, event_log head - webhooks cursor",
         diagnosticRates: config.diagRates,
         flatCriterion: `least-squares slope over the measured window <= ${flatSlopeShare * 100}% of the offered rate, for pending deliveries and cursor lag`,
-        process: "producer, consumer, job worker and receiver share one Node process; PostgreSQL on the same cores",
+        process: `${config.producerThread ? "producer on its own thread; " : "producer, "}consumer, job worker and receiver share one Node process (one event loop for the worker side and the receiver); PostgreSQL on the same 2 cores`,
         history: `before each run, ${config.historyDeliveries} delivered rows of earlier events (with an attempt each) spread over the subscriptions, then VACUUM ANALYZE: statements are planned against tables of a running installation's size, not the empty ones of a fresh install (whose cached plans scan the table as it grows)`,
       },
       rounds: {
@@ -537,7 +542,7 @@ const run = Effect.gen(function* () {
         batchSize,
         repeats: config.roundRepeats,
         round:
-          "Consumer.makeRound({ name: 'webhooks', batchSize: 500, fanOut: WebhooksConsumer.fanOut, onLoss: WebhooksConsumer.onLoss }) back to back on one connection until CaughtUp",
+          "Consumer.makeRound({ name: 'webhooks', batchSize: 500, fanOut: WebhooksConsumer.fanOut, onLoss: WebhooksConsumer.onLoss }) back to back on one connection until CaughtUp: the transactional round (split into phases from its spans), which the worker falls back to for a batch with lost events; the worker's usual round is one statement built from the same matching and delivery CTEs (measured end to end above)",
         betweenRuns:
           "TRUNCATE webhook_subscriptions CASCADE and jobs; subscriptions and their drain rows restored from a copy taken after Webhooks.create (sequence 0, no drainer); cursor before the backlog; VACUUM ANALYZE; CHECKPOINT",
         check:

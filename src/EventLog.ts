@@ -7,6 +7,12 @@
  * COMMIT, so that window holds exactly one statement: the counter update, the insert and the
  * NOTIFY run together, and nothing but COMMIT follows. `appendAfter` makes that order structural.
  *
+ * Appenders queue on a transaction-scoped advisory lock taken just before the counter update, so
+ * the row is free whenever one gets to it: the lock manager hands the advisory lock to the next
+ * waiter alone, where waiters on the row itself were all woken at every commit to race for it
+ * again (at 32 producers that halved the throughput). Anything else that updates `event_seq` must
+ * take the same lock first (`appendLockKey`).
+ *
  * The log knows no consumer: the NOTIFY on `event_log` carries no payload and is only a wake-up.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
@@ -14,6 +20,9 @@ import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
 import { isNoPartition, pgFailure } from "./PgError.ts"
+
+/** The transaction-scoped advisory lock appenders queue on (see the module header). */
+export const appendLockKey = 7_270_100_001n
 
 /** Where an append landed in the log. */
 export interface Appended {
@@ -102,8 +111,10 @@ export class EventLog extends Context.Service<
         const n = valid.length
         // One statement: counter update (takes the lock), insert, NOTIFY. Only COMMIT follows.
         const [row] = yield* sql<{ base: bigint; epoch: number; at: Date }>`
-          WITH head AS (
-            UPDATE event_seq SET value = value + ${n}
+          WITH turn AS MATERIALIZED (
+            SELECT pg_advisory_xact_lock(${appendLockKey})
+          ), head AS (
+            UPDATE event_seq SET value = value + ${n} FROM turn
             RETURNING value - ${n} AS base, epoch, clock_timestamp() AS at
           ), ins AS (
             INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload, trace_parent)

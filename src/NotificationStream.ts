@@ -34,7 +34,7 @@ export class NotificationStream extends Context.Service<
 >()("bothy/NotificationStream") {
   /** Listens on `channels` (fixed for the process: LISTEN happens on connect). */
   static readonly layer = (
-    channels: ReadonlyArray<string> = ["event_log", "jobs"],
+    channels: ReadonlyArray<string> = ["event_log", "jobs", "webhook_drains"],
     reconnect: { readonly base: Duration.Input; readonly cap: Duration.Input } = {
       base: "50 millis",
       cap: "5 seconds",

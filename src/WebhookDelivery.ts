@@ -63,6 +63,7 @@
 import { Cause, Clock, Duration, Effect, Metric, Option, type Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as JobKind from "./JobKind.ts"
+import { NotificationStream } from "./NotificationStream.ts"
 import { Permissions, webhookDeliver } from "./Permissions.ts"
 import * as SecretBox from "./SecretBox.ts"
 import { column } from "./SqlArrays.ts"
@@ -72,7 +73,7 @@ import * as WebhookSchedule from "./WebhookSchedule.ts"
 import * as WebhookSender from "./WebhookSender.ts"
 import * as WebhookSignature from "./WebhookSignature.ts"
 import { disable } from "./WebhookSubscriptions.ts"
-import { deliverKind } from "./WebhooksConsumer.ts"
+import { deliverKind, drainChannel } from "./WebhooksConsumer.ts"
 
 /** Hard cap of a request body. */
 export const maxBodyBytes = 64 * 1024
@@ -88,6 +89,13 @@ export interface DrainOptions {
    * deliveries before its request.
    */
   readonly readAhead?: number
+  /**
+   * How long a drainer that ran dry waits, keeping its slot, for a round to report new deliveries
+   * (a NOTIFY on `WebhooksConsumer.drainChannel`) before it lets the slot go. Default 100 ms: a
+   * busy subscription keeps one drainer instead of a job per round, at the price of a worker slot
+   * held that long after the last delivery. 0: let go at once.
+   */
+  readonly linger?: Duration.Input
 }
 
 /** How long a drainer waits after an infrastructure failure on its last job attempt. */
@@ -152,6 +160,60 @@ export const makeWith = (options: DrainOptions = {}) =>
     const maxDeliveries = options.maxDeliveriesPerRun ?? 500
     const maxRunMillis = Duration.toMillis(Duration.fromInputUnsafe(options.maxRunTime ?? Duration.seconds(5)))
     const readAhead = Math.max(1, options.readAhead ?? 4)
+    const linger = Duration.fromInputUnsafe(options.linger ?? Duration.millis(100))
+
+    // Drainers waiting for news of their subscription, woken by the round's NOTIFY (or by every
+    // reconnect of the LISTEN connection, after which anything may have been missed).
+    const waiting = new Map<string, Set<() => void>>()
+    const stream = yield* NotificationStream
+    yield* stream.subscribe(drainChannel, (wake) =>
+      Effect.sync(() => {
+        const woken = wake._tag === "Connected" ? [...waiting.values()] : [waiting.get(wake.payload) ?? new Set()]
+        for (const set of woken) for (const w of set) w()
+      }),
+    )
+    /**
+     * News of the subscription for one run: `fresh()` tells whether a round reported deliveries (or
+     * the LISTEN connection came back) since the last `clear()`, and `wait` returns at the next news
+     * or after `linger`. Registered for the whole run, so no news between a read and a wait is lost.
+     */
+    const listen = (subscriptionId: string) =>
+      Effect.gen(function* () {
+        let news = true
+        let wakeUp: (() => void) | undefined
+        const onNews = () => {
+          news = true
+          wakeUp?.()
+        }
+        const set = waiting.get(subscriptionId) ?? new Set()
+        waiting.set(subscriptionId, set)
+        set.add(onNews)
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            set.delete(onNews)
+            if (set.size === 0) waiting.delete(subscriptionId)
+          }),
+        )
+        const next = Effect.callback<void>((resume) => {
+          if (news) return resume(Effect.void)
+          wakeUp = () => {
+            wakeUp = undefined
+            resume(Effect.void)
+          }
+          return Effect.sync(() => {
+            wakeUp = undefined
+          })
+        })
+        return {
+          fresh: () => news,
+          clear: () => {
+            news = false
+          },
+          /** Something is pending after all (a release found it). */
+          mark: onNews,
+          wait: Effect.ignore(Effect.timeout(next, linger)),
+        }
+      })
 
     /** Takes the slot when it is free or already this job's; false when another live job holds it. */
     const acquire = (subscriptionId: string, job: bigint) =>
@@ -451,6 +513,8 @@ export const makeWith = (options: DrainOptions = {}) =>
       let after = -1n
       /** A 2xx in this run has reset the failing clock the heads were read with. */
       let succeeded = false
+      const lingers = Duration.isGreaterThan(linger, Duration.zero)
+      const news = yield* listen(subscriptionId)
 
       /**
        * Runs `f` on the 2xx answers not on record yet; should it fail, they stay unrecorded ahead
@@ -471,7 +535,13 @@ export const makeWith = (options: DrainOptions = {}) =>
       const flush = withUnrecorded((sent) =>
         sent.length === 0 ? Effect.void : Effect.asVoid(record(subscriptionId, sent, noFailures)),
       )
-      const recordAndRead = (after: bigint) => withUnrecorded((sent) => exchange(subscriptionId, job.id, sent, after))
+      // The news flag is cleared before the statement: a round that commits while it runs sets it
+      // again, and the drainer reads once more.
+      const recordAndRead = (after: bigint) =>
+        Effect.suspend(() => {
+          news.clear()
+          return withUnrecorded((sent) => exchange(subscriptionId, job.id, sent, after))
+        })
 
       // Whatever ends the run (a failed statement, a shutdown interrupting a request), the 2xx
       // answers already received go on record if the database takes them; those it does not take
@@ -483,9 +553,17 @@ export const makeWith = (options: DrainOptions = {}) =>
             return yield* new JobKind.JobSnooze({ delay: Duration.zero })
           }
           if (queue.length === 0) {
+            // Nothing read ahead. Without news since the last read, nothing new is pending: wait
+            // for a round's (keeping the slot) and read only then, recording the answers so far with
+            // it; after `linger` without news, read once more and let go if still nothing.
+            const quiet = lingers && !news.fresh()
+            if (quiet) yield* news.wait
+            const lastChance = quiet && !news.fresh()
             queue = yield* recordAndRead(after)
+            if (queue.length === 0 && lingers && !lastChance) continue
             if (queue.length === 0) {
               if ((yield* release(subscriptionId, job.id)) !== "pending") return
+              news.mark()
               continue
             }
           }
@@ -500,11 +578,13 @@ export const makeWith = (options: DrainOptions = {}) =>
             }
             continue
           }
-          // While the last head read is out, the 2xx before it go on record and the next heads are
-          // read (with their rights) in one statement: a busy subscription waits for its requests,
-          // and for the database at most once every `readAhead` deliveries.
+          // While the last head read is out, and a round has reported more since, the 2xx before it
+          // go on record and the next heads are read (with their rights) in one statement: a busy
+          // subscription waits for its requests, and for the database at most once every
+          // `readAhead` deliveries; a caught-up one costs one statement per delivery.
+          const readAlong = queue.length === 0 && (!lingers || news.fresh())
           const [sent, fresh] = yield* Effect.all(
-            [send(run, subscriptionId, h), queue.length > 0 ? Effect.undefined : recordAndRead(h.eventSeq)],
+            [send(run, subscriptionId, h), readAlong ? recordAndRead(h.eventSeq) : Effect.undefined],
             { concurrency: 2 },
           )
           if (sent.ok) {

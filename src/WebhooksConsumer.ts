@@ -97,6 +97,19 @@ const heldSql = (sql: SqlClient.SqlClient) => sql`
   (n.job_id IS NOT NULL AND EXISTS (
     SELECT 1 FROM jobs AS j WHERE j.id = n.job_id AND j.state IN ('available', 'scheduled', 'running', 'retryable')))`
 
+/** The channel on which a round tells the live drainers of its subscriptions that it added deliveries. */
+export const drainChannel = "webhook_drains"
+
+/**
+ * `nudged AS (...)`: a NOTIFY on `drainChannel` for each subscription whose slot a live drainer
+ * holds (sent at commit), so a drainer that ran dry and lingers goes on at once instead of letting
+ * go of the slot and a new job taking it. Only a wake-up: missed, the linger just runs out.
+ */
+const nudgedCte = (sql: SqlClient.SqlClient) => sql`
+  nudged AS MATERIALIZED (
+    SELECT pg_notify(${drainChannel}, n.sub::text) FROM numbered AS n WHERE ${heldSql(sql)}
+  )`
+
 export interface FanOutOptions {
   /**
    * No job for a subscription whose slot a live drainer holds (it will see the new deliveries).
@@ -111,8 +124,9 @@ export const makeFanOut = (options: FanOutOptions) =>
     const rows = yield* sql<{ subscription: string; seq: bigint; held: boolean }>`
       WITH ev AS (
         SELECT * FROM ${eventRows(sql, events)}
-      ), ${deliveriesCtes(sql)}
-      SELECT n.sub::text AS subscription, c.first AS seq, ${heldSql(sql)} AS held
+      ), ${deliveriesCtes(sql)}, ${nudgedCte(sql)}
+      SELECT n.sub::text AS subscription, c.first AS seq, ${heldSql(sql)} AS held,
+             (SELECT count(*) FROM nudged)::int AS nudged
       FROM numbered AS n JOIN counted AS c ON c.sub = n.sub`
     return rows
       .filter((r) => !(options.skipHeld && r.held))
@@ -172,7 +186,7 @@ export const makeStatementRound =
           SELECT coalesce(events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
         ), ev AS (
           SELECT seq, space, type, epoch FROM read WHERE n <= ${round.batchSize} AND (SELECT ok FROM go)
-        ), ${deliveriesCtes(sql)}, wanted AS (
+        ), ${deliveriesCtes(sql)}, ${nudgedCte(sql)}, wanted AS (
           SELECT n.sub, c.first FROM numbered AS n JOIN counted AS c ON c.sub = n.sub WHERE NOT ${skipHeld}
         ), created AS (
           INSERT INTO jobs (kind, queue, args, max_attempts, unique_key, trace_parent)
@@ -192,7 +206,7 @@ export const makeStatementRound =
         SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
                p.next_occurred_at AS "nextOccurredAt", g.ok,
                (SELECT count(*) FROM wanted)::int AS wanted, (SELECT count(*) FROM created)::int AS inserted,
-               (SELECT count(*) FROM wake) + (SELECT count(*) FROM unflushed) AS side_effects
+               (SELECT count(*) FROM wake) + (SELECT count(*) FROM unflushed) + (SELECT count(*) FROM nudged) AS side_effects
         FROM pos AS p CROSS JOIN go AS g`
       const row = rows[0]
       if (row === undefined) return { _tag: "Locked" } as const

@@ -19,20 +19,26 @@ const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)], pool: { maxCo
  * Drainers that only a NOTIFY can start: the worker's poll and its rescuer (half the lease) never
  * fire within the test, so a delivery left without a drainer stays pending.
  */
-const drainers = (shutdownTimeout: Duration.Input = Duration.seconds(10)) =>
+const drainers = (
+  shutdownTimeout: Duration.Input = Duration.seconds(10),
+  options?: WebhookDelivery.DrainOptions,
+  pollInterval: Duration.Input = Duration.hours(1),
+) =>
   Effect.gen(function* () {
-    const kind = yield* WebhookDelivery.make
+    const kind = yield* WebhookDelivery.makeWith(options)
     yield* Layer.build(
       JobWorker.layer({
         kinds: [kind],
         queues: { webhooks: { concurrency: 8 } },
-        pollInterval: "1 hour",
+        pollInterval,
         lease: "2 hours",
         shutdownTimeout,
       }),
     )
   })
 const startDrainers = drainers()
+/** For tests of what drainers do rather than of how they are woken: the worker also polls. */
+const pollingDrainers = (shutdownTimeout?: Duration.Input) => drainers(shutdownTimeout, undefined, Duration.seconds(1))
 
 /**
  * The `webhooks` round with a pause after its fan-out (it widens the window; with a release whose
@@ -133,7 +139,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         let failing = true
         const receiver = yield* WebhookReceiver.start(() => ({ status: failing ? 500 : 200 }))
         const sub = yield* subscribe("owner-d", receiver.url("/d"), "dis")
-        yield* startDrainers
+        yield* pollingDrainers()
         const append = (n: number) =>
           log.append([{ space: "dis", type: "item.created", actor: "tester", payload: { n } }])
         yield* append(1)
@@ -207,7 +213,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         // The first worker sends up to the request that hangs, and is shut down while it hangs.
         const firstWorker = yield* Scope.make()
         // No grace: the hanging request is interrupted at once.
-        yield* drainers(Duration.zero).pipe(Scope.provide(firstWorker))
+        yield* pollingDrainers(Duration.zero).pipe(Scope.provide(firstWorker))
         for (let k = 0; k <= hangAt; k++) yield* Queue.take(receiver.received)
         yield* Scope.close(firstWorker, Exit.void)
         const states = yield* sql<{ n: number; state: string }>`
@@ -221,7 +227,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         )
 
         // The next run starts from the first delivery not on record.
-        yield* startDrainers
+        yield* pollingDrainers()
         yield* Effect.gen(function* () {
           while ((yield* pendingCount) > 0) yield* Effect.sleep("10 millis")
         }).pipe(Effect.timeout("10 seconds"))
@@ -233,6 +239,32 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
           ],
           "in order: the unanswered one again, then the rest",
         )
+      }).pipe(Effect.scoped),
+    60_000,
+  )
+
+  it.effect(
+    "WebhookDrainLingerWokenByRound: a drainer that ran dry keeps its slot; the next round wakes it and creates no job",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const log = yield* EventLog
+        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+        const sub = yield* subscribe("owner-l", receiver.url("/l"), "linger")
+        // A linger far longer than the test's wait: only the round's NOTIFY can wake the drainer.
+        yield* drainers(Duration.zero, { linger: Duration.minutes(5) })
+        const jobs = sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM jobs WHERE args->>'subscription' = ${sub.id}`.pipe(
+          Effect.map((rows) => rows[0]!.n),
+        )
+        for (let n = 0; n < 3; n++) {
+          yield* log.append([{ space: "linger", type: "item.created", actor: "tester", payload: { n } }])
+          yield* TestWebhooks.round()
+          const got = yield* Queue.take(receiver.received).pipe(Effect.timeout("20 seconds"))
+          assert.strictEqual((JSON.parse(got.body) as { data: { n: number } }).data.n, n)
+          // The first round created the drainer's job; the later ones found it live, holding the slot.
+          assert.strictEqual(yield* jobs, 1, `one job for the subscription after round ${n + 1}`)
+        }
       }).pipe(Effect.scoped),
     60_000,
   )
