@@ -37,6 +37,30 @@ export interface ProducerOutput {
   readonly lateTick: Float64Array
 }
 
+/**
+ * Appends event i at `t0 + i × interval` (this thread's `performance.now()`), open loop, and
+ * stamps in this thread's clock when each append returned and how long it took: the loop the
+ * thread runs, and the one the main thread runs itself with `producerThread` off.
+ */
+export const produce = (
+  log: EventLog["Service"],
+  options: { readonly total: number; readonly interval: number; readonly subscriptions: number; readonly t0: number },
+  out: { readonly committedAt: Float64Array; readonly appendMs: Float64Array; readonly lateTick: Float64Array },
+) =>
+  Throughput.steady({ ...options, lateTick: out.lateTick }, (i, sent) =>
+    log.append([eventAt(i, options.subscriptions)]).pipe(
+      Effect.tap(() =>
+        Effect.sync(() => {
+          const now = performance.now()
+          out.committedAt[i] = now
+          out.appendMs[i] = now - sent
+        }),
+      ),
+      Effect.asVoid,
+      Effect.orDie,
+    ),
+  )
+
 /** Runs the producer thread: resolves with its output once every append has returned. */
 export const run = (input: ProducerInput) =>
   Effect.acquireRelease(
@@ -92,24 +116,14 @@ if (parentPort !== null && workerData !== null && typeof workerData === "object"
     const t0Absolute = yield* Effect.callback<number>((resume) => {
       port.once("message", (m: { readonly t0: number }) => resume(Effect.succeed(m.t0)))
     })
-    const committedAt = new Float64Array(input.total).fill(Number.NaN)
-    const appendMs = new Float64Array(input.total).fill(Number.NaN)
-    const lateTick = new Float64Array(input.total).fill(Number.NaN)
-    const t0 = t0Absolute - performance.timeOrigin
-    yield* Throughput.steady({ total: input.total, interval: input.interval, t0, lateTick }, (i, sent) =>
-      log.append([eventAt(i, input.subscriptions)]).pipe(
-        Effect.tap(() =>
-          Effect.sync(() => {
-            const now = performance.now()
-            committedAt[i] = now + performance.timeOrigin
-            appendMs[i] = now - sent
-          }),
-        ),
-        Effect.asVoid,
-        Effect.orDie,
-      ),
-    )
-    port.postMessage({ committedAt, appendMs, lateTick } satisfies ProducerOutput)
+    const out = {
+      committedAt: new Float64Array(input.total).fill(Number.NaN),
+      appendMs: new Float64Array(input.total).fill(Number.NaN),
+      lateTick: new Float64Array(input.total).fill(Number.NaN),
+    }
+    yield* produce(log, { ...input, t0: t0Absolute - performance.timeOrigin }, out)
+    const committedAt = out.committedAt.map((at) => at + performance.timeOrigin)
+    port.postMessage({ ...out, committedAt } satisfies ProducerOutput)
   })
   Effect.runFork(program.pipe(Effect.provide(EventLog.layer.pipe(Layer.provide(pool)))))
 }

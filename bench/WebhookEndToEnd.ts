@@ -302,18 +302,10 @@ export const measure = (config: EndToEndConfig) =>
             appendMs.set(out.appendMs)
             lateTick.set(out.lateTick)
           })
-        : Throughput.steady({ total, interval, t0, lateTick }, (i, sent) =>
-            log!.append([eventAt(i, config.subscriptions)]).pipe(
-              Effect.tap(() =>
-                Effect.sync(() => {
-                  const now = performance.now()
-                  committedAt[i] = now
-                  appendMs[i] = now - sent
-                }),
-              ),
-              Effect.asVoid,
-              Effect.orDie,
-            ),
+        : ProducerThread.produce(
+            log!,
+            { total, interval, subscriptions: config.subscriptions, t0 },
+            { committedAt, appendMs, lateTick },
           ),
     )
     const producedAt = performance.now()

@@ -84,9 +84,9 @@ export interface DrainOptions {
   /** Time after which a run snoozes 0 before its next delivery. Default 5 s (the job timeout is 1 min). */
   readonly maxRunTime?: Duration.Input
   /**
-   * Pending deliveries read per take, default 4: fewer statements per delivery, at the price of
-   * a delivery's scope (not its permission, checked just before) being read up to this many
-   * deliveries before its request.
+   * Pending deliveries read at once, default 4: fewer statements per delivery, at the price of a
+   * delivery's scope and right being read, and its 2xx recorded, up to this many deliveries away
+   * from its request (see the header).
    */
   readonly readAhead?: number
   /**
@@ -161,6 +161,7 @@ export const makeWith = (options: DrainOptions = {}) =>
     const maxRunMillis = Duration.toMillis(Duration.fromInputUnsafe(options.maxRunTime ?? Duration.seconds(5)))
     const readAhead = Math.max(1, options.readAhead ?? 4)
     const linger = Duration.fromInputUnsafe(options.linger ?? Duration.millis(100))
+    const lingers = Duration.isGreaterThan(linger, Duration.zero)
 
     // Drainers waiting for news of their subscription, woken by the round's NOTIFY (or by every
     // reconnect of the LISTEN connection, after which anything may have been missed).
@@ -513,7 +514,6 @@ export const makeWith = (options: DrainOptions = {}) =>
       let after = -1n
       /** A 2xx in this run has reset the failing clock the heads were read with. */
       let succeeded = false
-      const lingers = Duration.isGreaterThan(linger, Duration.zero)
       const news = yield* listen(subscriptionId)
 
       /**

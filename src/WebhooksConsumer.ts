@@ -92,22 +92,24 @@ const deliveriesCtes = (sql: SqlClient.SqlClient) => sql`
     FROM matched AS m JOIN counted AS c ON c.sub = m.sub JOIN numbered AS n ON n.sub = m.sub
   )`
 
-/** Whether a live job holds the slot of `numbered AS n` (read under the row lock `numbered` took). */
-const heldSql = (sql: SqlClient.SqlClient) => sql`
-  (n.job_id IS NOT NULL AND EXISTS (
-    SELECT 1 FROM jobs AS j WHERE j.id = n.job_id AND j.state IN ('available', 'scheduled', 'running', 'retryable')))`
-
 /** The channel on which a round tells the live drainers of its subscriptions that it added deliveries. */
 export const drainChannel = "webhook_drains"
 
 /**
- * `nudged AS (...)`: a NOTIFY on `drainChannel` for each subscription whose slot a live drainer
- * holds (sent at commit), so a drainer that ran dry and lingers goes on at once instead of letting
- * go of the slot and a new job taking it. Only a wake-up: missed, the linger just runs out.
+ * After `deliveriesCtes`: `held` (per subscription of the round, its first seq and whether a live
+ * job holds its slot, read under the row lock `numbered` took) and `nudged`, a NOTIFY on
+ * `drainChannel` for each held one (sent at commit), so a drainer that ran dry and lingers goes on
+ * at once instead of letting go of the slot and a new job taking it. Only a wake-up: missed, the
+ * linger just runs out.
  */
-const nudgedCte = (sql: SqlClient.SqlClient) => sql`
-  nudged AS MATERIALIZED (
-    SELECT pg_notify(${drainChannel}, n.sub::text) FROM numbered AS n WHERE ${heldSql(sql)}
+const heldCtes = (sql: SqlClient.SqlClient) => sql`
+  held AS MATERIALIZED (
+    SELECT n.sub, c.first, (n.job_id IS NOT NULL AND EXISTS (
+             SELECT 1 FROM jobs AS j
+             WHERE j.id = n.job_id AND j.state IN ('available', 'scheduled', 'running', 'retryable'))) AS is_held
+    FROM numbered AS n JOIN counted AS c ON c.sub = n.sub
+  ), nudged AS MATERIALIZED (
+    SELECT pg_notify(${drainChannel}, sub::text) FROM held WHERE is_held
   )`
 
 export interface FanOutOptions {
@@ -124,10 +126,9 @@ export const makeFanOut = (options: FanOutOptions) =>
     const rows = yield* sql<{ subscription: string; seq: bigint; held: boolean }>`
       WITH ev AS (
         SELECT * FROM ${eventRows(sql, events)}
-      ), ${deliveriesCtes(sql)}, ${nudgedCte(sql)}
-      SELECT n.sub::text AS subscription, c.first AS seq, ${heldSql(sql)} AS held,
-             (SELECT count(*) FROM nudged)::int AS nudged
-      FROM numbered AS n JOIN counted AS c ON c.sub = n.sub`
+      ), ${deliveriesCtes(sql)}, ${heldCtes(sql)}
+      SELECT sub::text AS subscription, first AS seq, is_held AS held, (SELECT count(*) FROM nudged)::int AS nudged
+      FROM held`
     return rows
       .filter((r) => !(options.skipHeld && r.held))
       .map((r): FanOutJob => ({ seq: r.seq, receiver: r.subscription, ...drainJob(r.subscription) }))
@@ -153,7 +154,6 @@ export const makeStatementRound =
   }): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const skipHeld = options.skipHeld ? heldSql(sql) : sql.literal("false")
       const rows = yield* sql<{
         after: bigint
         head: bigint
@@ -186,8 +186,8 @@ export const makeStatementRound =
           SELECT coalesce(events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
         ), ev AS (
           SELECT seq, space, type, epoch FROM read WHERE n <= ${round.batchSize} AND (SELECT ok FROM go)
-        ), ${deliveriesCtes(sql)}, ${nudgedCte(sql)}, wanted AS (
-          SELECT n.sub, c.first FROM numbered AS n JOIN counted AS c ON c.sub = n.sub WHERE NOT ${skipHeld}
+        ), ${deliveriesCtes(sql)}, ${heldCtes(sql)}, wanted AS (
+          SELECT sub, first FROM held WHERE NOT (${options.skipHeld} AND is_held)
         ), created AS (
           INSERT INTO jobs (kind, queue, args, max_attempts, unique_key, trace_parent)
           SELECT ${deliverKind}, ${queue}, jsonb_build_object('subscription', w.sub::text), ${maxAttempts},

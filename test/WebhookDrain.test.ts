@@ -58,6 +58,15 @@ const slowRound = Effect.flatMap(
   (round) => round,
 )
 
+/** An `item.created` event in `space` carrying `payload`. */
+const appendItem = (space: string, payload: Record<string, number>) =>
+  Effect.gen(function* () {
+    yield* (yield* EventLog).append([{ space, type: "item.created", actor: "tester", payload }])
+  })
+
+/** The number a test put in the payload of the event a request carries. */
+const numberIn = (body: string, key = "n") => (JSON.parse(body) as { data: Record<string, number> }).data[key]!
+
 const pendingCount = Effect.flatMap(
   SqlClient.SqlClient,
   (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE state = 'pending'`,
@@ -76,7 +85,6 @@ const subscribe = (owner: string, url: string, space: string) =>
  */
 const raceRoundsAgainstDrainers = <E, R>(round: Effect.Effect<{ readonly _tag: string }, E, R>, space: string) =>
   Effect.gen(function* () {
-    const log = yield* EventLog
     const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
     const subs = 4
     for (let k = 0; k < subs; k++) yield* subscribe("owner-w", receiver.url(`/w${k}`), space)
@@ -85,7 +93,7 @@ const raceRoundsAgainstDrainers = <E, R>(round: Effect.Effect<{ readonly _tag: s
     // sending, or just letting go of their slot after draining the previous one.
     const events = 400
     for (let i = 0; i < events; i++) {
-      yield* log.append([{ space, type: "item.created", actor: "tester", payload: { i } }])
+      yield* appendItem(space, { i })
       assert.strictEqual((yield* round)._tag, "Processed")
       const pause = Math.random()
       if (pause < 0.3) yield* Effect.sleep(Duration.millis(Math.floor(pause * 10)))
@@ -101,9 +109,7 @@ const raceRoundsAgainstDrainers = <E, R>(round: Effect.Effect<{ readonly _tag: s
       }
     }).pipe(Effect.timeout("60 seconds"))
     for (let k = 0; k < subs; k++) {
-      const seen = receiver.log
-        .filter((r) => r.path === `/w${k}`)
-        .map((r) => (JSON.parse(r.body) as { data: { i: number } }).data.i)
+      const seen = receiver.log.filter((r) => r.path === `/w${k}`).map((r) => numberIn(r.body, "i"))
       assert.deepStrictEqual(
         seen,
         Array.from({ length: events }, (_, i) => i),
@@ -135,13 +141,11 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const webhooks = yield* Webhooks
-        const log = yield* EventLog
         let failing = true
         const receiver = yield* WebhookReceiver.start(() => ({ status: failing ? 500 : 200 }))
         const sub = yield* subscribe("owner-d", receiver.url("/d"), "dis")
         yield* pollingDrainers()
-        const append = (n: number) =>
-          log.append([{ space: "dis", type: "item.created", actor: "tester", payload: { n } }])
+        const append = (n: number) => appendItem("dis", { n })
         yield* append(1)
         yield* append(2)
         yield* TestWebhooks.round()
@@ -176,7 +180,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
           }
         }).pipe(Effect.timeout("10 seconds"))
         assert.deepStrictEqual(
-          ok.map((r) => (JSON.parse(r.body) as { data: { n: number } }).data.n),
+          ok.map((r) => numberIn(r.body)),
           [3],
           "only what came after enabling, sent at once, not after the old drainer's hour",
         )
@@ -191,11 +195,10 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const log = yield* EventLog
         const hangAt = 6
         let hung = false
         const receiver = yield* WebhookReceiver.start(({ body }) => {
-          const n = (JSON.parse(body) as { data: { n: number } }).data.n
+          const n = numberIn(body)
           if (n === hangAt && !hung) {
             hung = true
             return { status: 200, hang: true }
@@ -205,10 +208,10 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         const sub = yield* subscribe("owner-s", receiver.url("/s"), "shut")
         const events = 10
         for (let n = 0; n < events; n++) {
-          yield* log.append([{ space: "shut", type: "item.created", actor: "tester", payload: { n } }])
+          yield* appendItem("shut", { n })
         }
         yield* TestWebhooks.round()
-        const numbers = () => receiver.log.map((r) => (JSON.parse(r.body) as { data: { n: number } }).data.n)
+        const numbers = () => receiver.log.map((r) => numberIn(r.body))
 
         // The first worker sends up to the request that hangs, and is shut down while it hangs.
         const firstWorker = yield* Scope.make()
@@ -248,7 +251,6 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const log = yield* EventLog
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
         const sub = yield* subscribe("owner-l", receiver.url("/l"), "linger")
         // A linger far longer than the test's wait: only the round's NOTIFY can wake the drainer.
@@ -258,10 +260,10 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
           Effect.map((rows) => rows[0]!.n),
         )
         for (let n = 0; n < 3; n++) {
-          yield* log.append([{ space: "linger", type: "item.created", actor: "tester", payload: { n } }])
+          yield* appendItem("linger", { n })
           yield* TestWebhooks.round()
           const got = yield* Queue.take(receiver.received).pipe(Effect.timeout("20 seconds"))
-          assert.strictEqual((JSON.parse(got.body) as { data: { n: number } }).data.n, n)
+          assert.strictEqual(numberIn(got.body), n)
           // The first round created the drainer's job; the later ones found it live, holding the slot.
           assert.strictEqual(yield* jobs, 1, `one job for the subscription after round ${n + 1}`)
         }
