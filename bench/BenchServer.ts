@@ -97,6 +97,7 @@ export class BenchServer extends Context.Service<
         passwordFile: join(folder, "password"),
         port: yield* freePort,
         ephemeral: true,
+        settings: extraSettings(),
       })
       const database = "postgres"
       const pool = (
@@ -135,6 +136,18 @@ export class BenchServer extends Context.Service<
     }),
   )
 }
+
+/**
+ * BENCH_PG_SETTINGS="name=value,name=value": extra server settings for a diagnostic run (say
+ * `shared_preload_libraries=pg_stat_statements`); the durability check below still applies.
+ */
+const extraSettings = (): Record<string, string> =>
+  Object.fromEntries(
+    (process.env.BENCH_PG_SETTINGS ?? "")
+      .split(",")
+      .filter((pair) => pair.includes("="))
+      .map((pair) => [pair.slice(0, pair.indexOf("=")).trim(), pair.slice(pair.indexOf("=") + 1).trim()]),
+  )
 
 // Listening on port 0 and closing again leaves a small race with other processes; acceptable
 // for a benchmark, which fails loudly at start if it loses.

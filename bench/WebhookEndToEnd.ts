@@ -53,6 +53,8 @@ export interface EndToEndConfig {
   readonly subscriptions: number
   readonly batchSize: number
   readonly pollInterval: Duration.Input
+  /** `Consumer.ConsumerOptions.cooldown` of the `webhooks` consumer. */
+  readonly cooldownMs: number
   /** `WebhooksConsumer` creates no job for a subscription whose slot a live drainer holds. */
   readonly skipHeld: boolean
   /** The job worker's concurrency on queue `webhooks`. */
@@ -233,6 +235,7 @@ export const measure = (config: EndToEndConfig) =>
           WebhooksConsumer.layer({
             batchSize: config.batchSize,
             pollInterval: config.pollInterval,
+            cooldown: Duration.millis(config.cooldownMs),
             skipHeld: config.skipHeld,
           }),
           JobWorker.layer({ kinds: [kind], queues: { [WebhooksConsumer.queue]: { concurrency: config.concurrency } } }),

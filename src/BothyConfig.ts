@@ -12,6 +12,8 @@ export interface Settings {
   readonly consumer: {
     readonly batchSize: number
     readonly pollInterval: Duration.Duration
+    /** The least time between the starts of two wake-ups' rounds (`Consumer.ConsumerOptions.cooldown`). */
+    readonly cooldown: Duration.Duration
     readonly pendingAlertAfter: Duration.Duration
   }
   readonly sync: { readonly eventRetention: Duration.Duration }
@@ -47,14 +49,19 @@ const unitAliases: ReadonlyArray<readonly [RegExp, string]> = [
   [/^(w|weeks?)$/, "w"],
 ]
 
-/** Accepts `1s`, `1 s`, `250ms`, `1 hour`, `7d`, `2 weeks`; the value must be above zero. */
-export const parseDuration: Parse<Duration.Duration> = (raw) => {
+/** Accepts `1s`, `1 s`, `250ms`, `1 hour`, `7d`, `2 weeks`, `0s`. */
+export const parseDurationOrZero: Parse<Duration.Duration> = (raw) => {
   const match = /^\s*(\d+(?:\.\d+)?)\s*([a-z]+)\s*$/i.exec(raw)
   const unit = match ? unitAliases.find(([re]) => re.test(match[2]!.toLowerCase()))?.[1] : undefined
   if (!match || unit === undefined) return Result.fail(`expected a duration such as "500ms", "1s", "1h" or "7d"`)
-  const millis = Number(match[1]) * units[unit]!
-  return millis > 0 ? Result.succeed(Duration.millis(millis)) : Result.fail("expected a duration above zero")
+  return Result.succeed(Duration.millis(Number(match[1]) * units[unit]!))
 }
+
+/** As `parseDurationOrZero`; the value must be above zero. */
+export const parseDuration: Parse<Duration.Duration> = (raw) =>
+  Result.flatMap(parseDurationOrZero(raw), (d) =>
+    Duration.isGreaterThan(d, Duration.zero) ? Result.succeed(d) : Result.fail("expected a duration above zero"),
+  )
 
 export const parseCount =
   (min: number, max: number): Parse<number> =>
@@ -90,6 +97,7 @@ export const setting = <A>(key: string, fallback: string, parse: Parse<A>) =>
 export const defaults = {
   "consumer.batch_size": "500",
   "consumer.poll_interval": "1s",
+  "consumer.cooldown": "50ms",
   "consumer.pending_alert_after": "1h",
   "sync.event_retention": "7d",
   "perf.push_handoff_p95": "50ms",
@@ -111,6 +119,7 @@ export const load: Effect.Effect<Settings, InvalidConfig> = Effect.gen(function*
     consumer: {
       batchSize: yield* setting("consumer.batch_size", defaults["consumer.batch_size"], parseCount(1, 100_000)),
       pollInterval: yield* setting("consumer.poll_interval", defaults["consumer.poll_interval"], parseDuration),
+      cooldown: yield* setting("consumer.cooldown", defaults["consumer.cooldown"], parseDurationOrZero),
       pendingAlertAfter: yield* setting(
         "consumer.pending_alert_after",
         defaults["consumer.pending_alert_after"],

@@ -4,6 +4,12 @@
  * its poll interval regardless. After a wake-up it runs rounds back to back until one reads less
  * than a full batch.
  *
+ * With a `cooldown`, wake-ups start rounds at most that often: a wake-up while one is still
+ * cooling waits for its end, and every wake-up in between is served by that one. Under a steady
+ * stream of appends (a NOTIFY each) this turns a round per event or two into a round per batch of
+ * events, and hands each receiver its work in batches (River's fetch cooldown is the same idea).
+ * An idle consumer is woken at once, and catching up (full batches) is never slowed.
+ *
  * A consumer stopped for longer than `sync.event_retention` loses the events retention removed in
  * the meantime: its loss handler gets each lost range, inside the round that finds it.
  *
@@ -29,6 +35,11 @@ export class ConsumerNotRegistered extends Schema.TaggedError<ConsumerNotRegiste
 
 export interface ConsumerOptions<E, R> extends ConsumerRound.RoundOptions<E, R> {
   readonly pollInterval: Duration.Input
+  /**
+   * The least time from the start of one wake-up's rounds to the start of the next (see the
+   * header). Default 0: every wake-up is served as soon as the last one is done.
+   */
+  readonly cooldown?: Duration.Input | undefined
   /** How often the lag gauges are sampled between rounds. Default 10 seconds. */
   readonly sampleInterval?: Duration.Input
   /** Observes every round's outcome (failures included), e.g. for tests that wait on a round. */
@@ -91,6 +102,29 @@ export const makeRound = Effect.fnUntraced(function* <E, R>(options: ConsumerRou
   return round.pipe(Effect.tap((outcome) => record(options.name, outcome)))
 })
 
+/**
+ * Takes wake-ups from `wake` forever and serves each with `serve`, starting at most once per
+ * `cooldown`: a wake-up that comes while the last serving is still cooling waits for its end (see
+ * the module header).
+ */
+export const serveWakeUps = <E, R>(
+  wake: Queue.Dequeue<void>,
+  serve: Effect.Effect<void, E, R>,
+  cooldown: Duration.Input,
+) => {
+  const millis = Duration.toMillis(Duration.fromInputUnsafe(cooldown))
+  const served =
+    millis <= 0
+      ? serve
+      : Effect.gen(function* () {
+          const started = yield* Clock.currentTimeMillis
+          yield* serve
+          const left = millis - ((yield* Clock.currentTimeMillis) - started)
+          if (left > 0) yield* Effect.sleep(Duration.millis(left))
+        })
+  return Queue.take(wake).pipe(Effect.andThen(served), Effect.forever)
+}
+
 /** Runs a consumer for the layer's lifetime. */
 export const layer = <E, R>(options: ConsumerOptions<E, R>) =>
   Layer.effectDiscard(
@@ -125,6 +159,6 @@ export const layer = <E, R>(options: ConsumerOptions<E, R>) =>
         ),
       )
       yield* poke
-      yield* Queue.take(wake).pipe(Effect.andThen(drain), Effect.forever, Effect.forkScoped)
+      yield* serveWakeUps(wake, drain, options.cooldown ?? Duration.zero).pipe(Effect.forkScoped)
     }).pipe(Effect.annotateLogs({ consumer: options.name })),
   )

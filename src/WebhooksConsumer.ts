@@ -253,6 +253,8 @@ export const roundOptions = (options: { readonly batchSize: number } & Partial<F
 export const layer = (options: {
   readonly batchSize: number
   readonly pollInterval: Duration.Input
+  /** See `Consumer.ConsumerOptions.cooldown`; the worker passes `consumer.cooldown`. */
+  readonly cooldown?: Duration.Input
   /** See `FanOutOptions.skipHeld`; default on. */
   readonly skipHeld?: boolean
-}) => Consumer.layer({ ...roundOptions(options), pollInterval: options.pollInterval })
+}) => Consumer.layer({ ...roundOptions(options), pollInterval: options.pollInterval, cooldown: options.cooldown })

@@ -11,6 +11,7 @@ describe("BothyConfig", () => {
       const settings = yield* loadWith({})
       assert.strictEqual(settings.consumer.batchSize, 500)
       assert.strictEqual(Duration.toMillis(settings.consumer.pollInterval), 1000)
+      assert.strictEqual(Duration.toMillis(settings.consumer.cooldown), 50)
       assert.strictEqual(Duration.toMillis(settings.consumer.pendingAlertAfter), 3_600_000)
       assert.strictEqual(Duration.toMillis(settings.sync.eventRetention), 7 * 86_400_000)
       assert.strictEqual(Duration.toMillis(settings.perf.pushHandoffP95), 50)
@@ -22,11 +23,13 @@ describe("BothyConfig", () => {
       const settings = yield* loadWith({
         BOTHY_CONSUMER_BATCH_SIZE: "1000",
         BOTHY_CONSUMER_POLL_INTERVAL: "250ms",
+        BOTHY_CONSUMER_COOLDOWN: "0s",
         BOTHY_CONSUMER_PENDING_ALERT_AFTER: "2 hours",
         BOTHY_SYNC_EVENT_RETENTION: "14d",
       })
       assert.strictEqual(settings.consumer.batchSize, 1000)
       assert.strictEqual(Duration.toMillis(settings.consumer.pollInterval), 250)
+      assert.strictEqual(Duration.toMillis(settings.consumer.cooldown), 0, "0 turns the cooldown off")
       assert.strictEqual(Duration.toMillis(settings.consumer.pendingAlertAfter), 7_200_000)
       assert.strictEqual(Duration.toMillis(settings.sync.eventRetention), 14 * 86_400_000)
     }),
@@ -56,6 +59,8 @@ describe("BothyConfig", () => {
         ["BOTHY_CONSUMER_BATCH_SIZE", "1.5", "consumer.batch_size"],
         ["BOTHY_CONSUMER_POLL_INTERVAL", "soon", "consumer.poll_interval"],
         ["BOTHY_CONSUMER_POLL_INTERVAL", "0s", "consumer.poll_interval"],
+        ["BOTHY_CONSUMER_COOLDOWN", "-5ms", "consumer.cooldown"],
+        ["BOTHY_CONSUMER_COOLDOWN", "brief", "consumer.cooldown"],
         ["BOTHY_SYNC_EVENT_RETENTION", "-1d", "sync.event_retention"],
         ["BOTHY_PERF_PUSH_HANDOFF_P95", "fast", "perf.push_handoff_p95"],
       ]

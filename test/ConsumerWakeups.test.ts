@@ -1,4 +1,4 @@
-import { assert, layer } from "@effect/vitest"
+import { assert, describe, it, layer } from "@effect/vitest"
 import { Clock, Context, type Duration, Effect, Fiber, Layer, Option, Queue } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
@@ -15,7 +15,7 @@ const Live = Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(
 type Seen = RoundOutcome | { readonly _tag: "Failed" }
 
 /** Starts a consumer in the current scope; its outcomes arrive on the returned queue. */
-const startConsumer = (name: string, pollInterval: Duration.Input) =>
+const startConsumer = (name: string, pollInterval: Duration.Input, cooldown?: Duration.Input) =>
   Effect.gen(function* () {
     yield* TestConsumer.register(name)
     const outcomes = yield* Queue.unbounded<Seen>()
@@ -24,6 +24,7 @@ const startConsumer = (name: string, pollInterval: Duration.Input) =>
         name,
         batchSize: 50,
         pollInterval,
+        cooldown,
         onLoss: () => Effect.void,
         fanOut: (events) => Effect.succeed(TestConsumer.fanOutJobs(events, 2)),
         onRound: (o) => Queue.offer(outcomes, o).pipe(Effect.asVoid),
@@ -63,6 +64,48 @@ const appendSome = (n: number) =>
     return appended.lastSeq
   })
 
+describe("Consumer cooldown", () => {
+  it.effect(
+    "ConsumerCooldownWithTestClock: wake-ups during the cooldown wait for its end and share one serving; an idle one is served at once; a serving longer than the cooldown is followed at once",
+    () =>
+      Effect.gen(function* () {
+        const wake = yield* Queue.sliding<void>(1)
+        const starts: Array<number> = []
+        let slow = false
+        const serve = Effect.gen(function* () {
+          starts.push(yield* Clock.currentTimeMillis)
+          if (slow) yield* Effect.sleep("1500 millis")
+        })
+        yield* Consumer.serveWakeUps(wake, serve, "1 second").pipe(Effect.forkScoped)
+        const poke = Queue.offer(wake, undefined)
+        const settle = TestClock.adjust(0)
+
+        yield* poke
+        yield* settle
+        assert.deepStrictEqual(starts, [0], "served at once")
+        yield* poke
+        yield* poke
+        yield* TestClock.adjust("999 millis")
+        assert.deepStrictEqual(starts, [0], "wake-ups during the cooldown wait")
+        yield* TestClock.adjust("1 millis")
+        assert.deepStrictEqual(starts, [0, 1000], "and share one serving at its end")
+
+        yield* TestClock.adjust("5 seconds")
+        yield* poke
+        yield* settle
+        assert.deepStrictEqual(starts, [0, 1000, 6000], "idle: served at once")
+
+        yield* TestClock.adjust("1 second")
+        slow = true
+        yield* poke
+        yield* settle
+        yield* poke
+        yield* TestClock.adjust("1500 millis")
+        assert.deepStrictEqual(starts, [0, 1000, 6000, 7000, 8500], "no wait after a serving longer than the cooldown")
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+})
+
 layer(Live, { excludeTestServices: true })("Consumer wake-ups", (it) => {
   it.effect("ConsumerWakesOnNotify: a committed append starts a round with no time passing", () =>
     Effect.gen(function* () {
@@ -97,6 +140,47 @@ layer(Live, { excludeTestServices: true })("Consumer wake-ups", (it) => {
       yield* untilCursor(outcomes, last)
       yield* TestConsumer.assertExactlyOnce("woken_by_poll", start, last, 2)
     }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+
+  it.effect(
+    "ConsumerCooldownServesNotifiesTogether: an idle consumer is woken at once; appends during the cooldown are served by one wake-up at its end, full batches back to back",
+    () =>
+      Effect.gen(function* () {
+        const { context, wakes } = yield* connectedStream
+        const name = "cooled"
+        const { outcomes } = yield* startConsumer(name, "1 hour", "1 second").pipe(Effect.provide(context))
+        assert.strictEqual((yield* Queue.take(outcomes))._tag, "CaughtUp")
+        // The start-up round's cooldown runs out; from then on the consumer is idle.
+        yield* TestClock.adjust("1 second")
+        const start = yield* TestConsumer.cursor(name)
+
+        /** Appends and waits until the shared listener has passed the NOTIFY on. */
+        const appendNotified = (n: number) =>
+          Effect.gen(function* () {
+            const last = yield* appendSome(n)
+            while ((yield* Queue.take(wakes))._tag !== "Notified") {}
+            return last
+          })
+
+        const idleAt = yield* Clock.currentTimeMillis
+        const first = yield* appendNotified(3)
+        yield* untilCursor(outcomes, first)
+        assert.strictEqual(yield* Clock.currentTimeMillis, idleAt, "an idle consumer is woken at once")
+
+        // Cooling down now: 120 events in two appends, two NOTIFYs, no round yet.
+        yield* appendNotified(20)
+        const last = yield* appendNotified(100)
+        const before = yield* Clock.currentTimeMillis
+        yield* TestClock.adjust("1 second")
+        const seen = yield* untilCursor(outcomes, last)
+        assert.deepStrictEqual(
+          seen.map((o) => (o._tag === "Processed" ? o.events : o._tag)),
+          [50, 50, 20],
+          "one wake-up served both NOTIFYs, its full batches back to back",
+        )
+        assert.strictEqual(yield* Clock.currentTimeMillis, before + 1000)
+        yield* TestConsumer.assertExactlyOnce(name, start, last, 2)
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
   )
 
   it.effect(

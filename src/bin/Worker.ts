@@ -28,7 +28,11 @@ const Deliveries = Layer.unwrap(
 export const layer = (settings: Settings, webhooks: WebhookSettings) =>
   Layer.mergeAll(
     EventLogPartitions.maintain,
-    WebhooksConsumer.layer({ batchSize: settings.consumer.batchSize, pollInterval: settings.consumer.pollInterval }),
+    WebhooksConsumer.layer({
+      batchSize: settings.consumer.batchSize,
+      pollInterval: settings.consumer.pollInterval,
+      cooldown: settings.consumer.cooldown,
+    }),
     Deliveries,
   ).pipe(
     Layer.provide(
