@@ -10,6 +10,9 @@
  *
  * Cases, in a rotating order within each repeat:
  *   match     the N subscriptions: N/S deliveries per event, a job per subscription and round
+ *   statement as match, with the round the worker runs: the whole round in one statement
+ *             (`WebhooksConsumer.roundOptions`); `match` is the transactional round it falls back
+ *             to for a batch with lost events, split into phases from its spans
  *   none      no subscriptions at all: the pure round cost (the baseline)
  *   miss      the N subscriptions, their spaces renamed so no event matches (diagnostic: the cost of
  *             looking up an event's subscriptions among N, without creating anything)
@@ -37,7 +40,7 @@ import { round3 } from "./Figures.ts"
 import * as RoundTrace from "./RoundTrace.ts"
 import * as Throughput from "./Throughput.ts"
 
-export const cases = ["match", "none", "miss"] as const
+export const cases = ["match", "statement", "none", "miss"] as const
 export type Case = (typeof cases)[number]
 
 export interface RoundsConfig {
@@ -204,7 +207,7 @@ export const prepare = (config: RoundsConfig) =>
           yield* sql.unsafe("INSERT INTO webhook_subscriptions SELECT * FROM bench_saved_subscriptions")
           yield* sql.unsafe("INSERT INTO webhook_drains SELECT * FROM bench_saved_drains")
           yield* sql.unsafe(
-            c === "match"
+            c === "match" || c === "statement"
               ? "INSERT INTO webhook_subscription_spaces SELECT * FROM bench_saved_subscription_spaces"
               : "INSERT INTO webhook_subscription_spaces SELECT 'unmatched-' || space_id, subscription_id FROM bench_saved_subscription_spaces",
           )
@@ -229,7 +232,7 @@ export const prepare = (config: RoundsConfig) =>
                     GROUP BY d.subscription_id, w.sequence
                     HAVING min(d.sequence) <> 1 OR max(d.sequence) <> count(*) OR w.sequence <> count(*)) AS g) AS gapped
           FROM jobs`
-        const expected = c === "match" ? BigInt(config.backlog * perEvent) : 0n
+        const expected = c === "match" || c === "statement" ? BigInt(config.backlog * perEvent) : 0n
         const ok =
           r?.deliveries === expected &&
           r.jobs === BigInt(roundJobs) &&
@@ -253,12 +256,16 @@ export const prepare = (config: RoundsConfig) =>
         const recorder = RoundTrace.recorder()
         const timed = yield* Throughput.timed(
           Effect.gen(function* () {
-            const round = yield* Consumer.makeRound({
-              name: WebhooksConsumer.name,
-              batchSize: config.batchSize,
-              fanOut: WebhooksConsumer.fanOut,
-              onLoss: WebhooksConsumer.onLoss,
-            })
+            const round = yield* Consumer.makeRound(
+              c === "statement"
+                ? WebhooksConsumer.roundOptions({ batchSize: config.batchSize })
+                : {
+                    name: WebhooksConsumer.name,
+                    batchSize: config.batchSize,
+                    fanOut: WebhooksConsumer.fanOut,
+                    onLoss: WebhooksConsumer.onLoss,
+                  },
+            )
             let events = 0
             let jobs = 0
             let rounds = 0
