@@ -191,8 +191,8 @@ export const makeStatementRound =
         ), created AS (
           INSERT INTO jobs (kind, queue, args, max_attempts, unique_key, trace_parent)
           SELECT ${deliverKind}, ${queue}, jsonb_build_object('subscription', w.sub::text), ${maxAttempts},
-                 ${round.name} || ':' || w.first || ':' || w.sub::text, (SELECT trace_parent FROM read WHERE seq = w.first)
-          FROM wanted AS w
+                 ${round.name} || ':' || w.first || ':' || w.sub::text, r.trace_parent
+          FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.first
           ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
           RETURNING id
         ), wake AS MATERIALIZED (

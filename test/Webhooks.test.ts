@@ -83,6 +83,37 @@ layer(Live, { excludeTestServices: true })("Webhooks", (it) => {
       }).pipe(Effect.scoped),
   )
 
+  it.effect("WebhookRoundJobsCarryTheEventTrace: each drain job carries its subscription's first event's trace", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const a = yield* subscribe("owner-t", "http://127.0.0.1:9/a", ["trace-a"])
+      const b = yield* subscribe("owner-t", "http://127.0.0.1:9/b", ["trace-b"])
+      const first = yield* append("trace-a", "item.created", { n: 1 }).pipe(Effect.withSpan("producer-a"))
+      yield* append("trace-b", "item.created", { n: 2 }).pipe(Effect.withSpan("producer-b"))
+      yield* append("trace-a", "item.created", { n: 3 }).pipe(Effect.withSpan("producer-a-again"))
+      assert.strictEqual((yield* round)._tag, "Processed")
+      const rows = yield* sql<{ subscription: string; jobTrace: string | null; eventTrace: string | null }>`
+        SELECT j.args->>'subscription' AS subscription, j.trace_parent AS "jobTrace", e.trace_parent AS "eventTrace"
+        FROM jobs AS j
+        JOIN event_log AS e ON e.seq = (
+          SELECT min(event_seq) FROM webhook_deliveries WHERE subscription_id = (j.args->>'subscription')::uuid)
+        ORDER BY 1`
+      assert.deepStrictEqual(rows.map((r) => r.subscription).sort(), [a.id, b.id].sort())
+      for (const r of rows) {
+        assert.isNotNull(r.eventTrace)
+        assert.strictEqual(r.jobTrace, r.eventTrace)
+      }
+      const [own] = yield* sql<{
+        trace: string
+      }>`SELECT trace_parent AS trace FROM event_log WHERE seq = ${first.lastSeq}`
+      assert.strictEqual(
+        rows.find((r) => r.subscription === a.id)?.jobTrace,
+        own?.trace,
+        "the first event's, not a later one's",
+      )
+    }).pipe(Effect.scoped),
+  )
+
   it.effect("DeliveryScopeRemovedIsDead: the space leaves the subscription's scope between round and job", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
