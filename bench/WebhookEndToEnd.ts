@@ -217,6 +217,13 @@ export const measure = (config: EndToEndConfig) =>
         ON CONFLICT (subscription_id) DO UPDATE SET sequence = excluded.sequence`
     }
     yield* sql.unsafe("VACUUM ANALYZE webhook_deliveries, webhook_attempts, webhook_drains, webhook_subscriptions")
+    // The set-up's pages are written now, not by a checkpoint during the measured window (a timed one
+    // counts from here, and a run is far shorter than checkpoint_timeout).
+    yield* sql.unsafe("CHECKPOINT")
+    const checkpoints = sql<{ n: number }>`
+      SELECT (num_timed + num_requested)::int AS n FROM pg_stat_checkpointer`.pipe(
+      Effect.map((rows) => rows[0]?.n ?? 0),
+    )
     const [row] = yield* sql<{ base: bigint }>`SELECT value AS base FROM event_seq`
     const base = row!.base
 
@@ -298,6 +305,7 @@ export const measure = (config: EndToEndConfig) =>
 
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
+    const checkpoints0 = yield* checkpoints
     const production = yield* Throughput.timed(
       thread !== undefined
         ? Effect.map(thread.start(t0), (out) => {
@@ -313,6 +321,7 @@ export const measure = (config: EndToEndConfig) =>
     )
     const producedAt = performance.now()
     const cpu = CpuUsage.since(cpu0, CpuUsage.sample(postmaster))
+    const checkpointsWhileProducing = (yield* checkpoints) - checkpoints0
     const atProductionEnd = yield* sampleNow(t0)
     const receivedAtProductionEnd = received
 
@@ -489,6 +498,8 @@ export const measure = (config: EndToEndConfig) =>
         msPerEvent: round3(((cpu.clientCores + cpu.serverCores) * production.seconds * 1000) / total),
       },
       fdatasyncMsAfter,
+      /** Checkpoints (timed or requested) that began while producing. */
+      checkpointsWhileProducing,
     }
   }).pipe(Effect.scoped)
 

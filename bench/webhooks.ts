@@ -86,6 +86,7 @@ const summary = (r: E2E) => ({
   achievedEventsPerSecond: r.achievedEventsPerSecond,
   deliveriesPerSecond: r.deliveriesPerSecond,
   latencyMs: r.latencyMs,
+  checkpointsWhileProducing: r.checkpointsWhileProducing,
   backlog: {
     flat: r.backlog.flat,
     pendingDeliveries: r.backlog.pendingDeliveries,
@@ -618,7 +619,7 @@ const run = Effect.gen(function* () {
         diagnosticRates: config.diagRates,
         flatCriterion: `least-squares slope over the measured window <= ${flatSlopeShare * 100}% of the offered rate, for pending deliveries and cursor lag`,
         process: `${config.producerThread ? "producer on its own thread; " : "producer, "}consumer, job worker and receiver share one Node process (one event loop for the worker side and the receiver); PostgreSQL on the same 2 cores`,
-        history: `before each run, ${config.historyDeliveries} delivered rows of earlier events (with an attempt each) spread over the subscriptions, then VACUUM ANALYZE: statements are planned against tables of a running installation's size, not the empty ones of a fresh install (whose cached plans scan the table as it grows)`,
+        history: `before each run, ${config.historyDeliveries} delivered rows of earlier events (with an attempt each) spread over the subscriptions, then VACUUM ANALYZE and CHECKPOINT (the set-up's pages are not left to a checkpoint inside the window; each run records the checkpoints that began while producing): statements are planned against tables of a running installation's size, not the empty ones of a fresh install (whose cached plans scan the table as it grows)`,
       },
       rounds: {
         subscriptions: config.roundSubscriptions,
