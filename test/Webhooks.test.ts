@@ -97,6 +97,7 @@ layer(Live, { excludeTestServices: true })("Webhooks", (it) => {
         FROM jobs AS j
         JOIN event_log AS e ON e.seq = (
           SELECT min(event_seq) FROM webhook_deliveries WHERE subscription_id = (j.args->>'subscription')::uuid)
+        WHERE j.args->>'subscription' IN (${a.id}, ${b.id})
         ORDER BY 1`
       assert.deepStrictEqual(rows.map((r) => r.subscription).sort(), [a.id, b.id].sort())
       for (const r of rows) {
