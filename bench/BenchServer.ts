@@ -13,7 +13,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Redacted, Schema } from "effect"
+import { Config, Context, Effect, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as EmbeddedPostgres from "../src/EmbeddedPostgres.ts"
@@ -97,7 +97,7 @@ export class BenchServer extends Context.Service<
         passwordFile: join(folder, "password"),
         port: yield* freePort,
         ephemeral: true,
-        settings: extraSettings(),
+        settings: extraSettings(yield* Config.String("BENCH_PG_SETTINGS").pipe(Config.withDefault(""))),
       })
       const database = "postgres"
       const pool = (
@@ -141,9 +141,9 @@ export class BenchServer extends Context.Service<
  * BENCH_PG_SETTINGS="name=value,name=value": extra server settings for a diagnostic run (say
  * `shared_preload_libraries=pg_stat_statements`); the durability check below still applies.
  */
-const extraSettings = (): Record<string, string> =>
+const extraSettings = (raw: string): Record<string, string> =>
   Object.fromEntries(
-    (process.env.BENCH_PG_SETTINGS ?? "")
+    raw
       .split(",")
       .filter((pair) => pair.includes("="))
       .map((pair) => [pair.slice(0, pair.indexOf("=")).trim(), pair.slice(pair.indexOf("=") + 1).trim()]),

@@ -43,6 +43,9 @@ import * as Throughput from "./Throughput.ts"
 export const cases = ["match", "statement", "none", "miss"] as const
 export type Case = (typeof cases)[number]
 
+/** The cases whose events match the N subscriptions. */
+const matching = (c: Case) => c === "match" || c === "statement"
+
 export interface RoundsConfig {
   readonly subscriptions: number
   readonly spaces: number
@@ -207,7 +210,7 @@ export const prepare = (config: RoundsConfig) =>
           yield* sql.unsafe("INSERT INTO webhook_subscriptions SELECT * FROM bench_saved_subscriptions")
           yield* sql.unsafe("INSERT INTO webhook_drains SELECT * FROM bench_saved_drains")
           yield* sql.unsafe(
-            c === "match" || c === "statement"
+            matching(c)
               ? "INSERT INTO webhook_subscription_spaces SELECT * FROM bench_saved_subscription_spaces"
               : "INSERT INTO webhook_subscription_spaces SELECT 'unmatched-' || space_id, subscription_id FROM bench_saved_subscription_spaces",
           )
@@ -232,7 +235,7 @@ export const prepare = (config: RoundsConfig) =>
                     GROUP BY d.subscription_id, w.sequence
                     HAVING min(d.sequence) <> 1 OR max(d.sequence) <> count(*) OR w.sequence <> count(*)) AS g) AS gapped
           FROM jobs`
-        const expected = c === "match" || c === "statement" ? BigInt(config.backlog * perEvent) : 0n
+        const expected = matching(c) ? BigInt(config.backlog * perEvent) : 0n
         const ok =
           r?.deliveries === expected &&
           r.jobs === BigInt(roundJobs) &&
@@ -256,15 +259,10 @@ export const prepare = (config: RoundsConfig) =>
         const recorder = RoundTrace.recorder()
         const timed = yield* Throughput.timed(
           Effect.gen(function* () {
+            // The worker's options; without `oneStatement` they make the transactional round.
+            const { oneStatement, ...transactional } = WebhooksConsumer.roundOptions({ batchSize: config.batchSize })
             const round = yield* Consumer.makeRound(
-              c === "statement"
-                ? WebhooksConsumer.roundOptions({ batchSize: config.batchSize })
-                : {
-                    name: WebhooksConsumer.name,
-                    batchSize: config.batchSize,
-                    fanOut: WebhooksConsumer.fanOut,
-                    onLoss: WebhooksConsumer.onLoss,
-                  },
+              c === "statement" ? { ...transactional, oneStatement } : transactional,
             )
             let events = 0
             let jobs = 0
