@@ -21,6 +21,7 @@ import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { migrations as registered } from "../src/Migrations.ts"
+import * as HostTsconfig from "./support/HostTsconfig.ts"
 import * as TestDatabase from "./support/TestDatabase.ts"
 
 const migrationNames = Object.keys(registered)
@@ -84,26 +85,8 @@ const SourceMap = Schema.fromJsonString(
 )
 const AppOutput = Schema.fromJsonString(Schema.Struct({ applied: Schema.Array(Schema.String), seq: Schema.String }))
 
-/**
- * A strict NodeNext app without `skipLibCheck`, so bothy's declarations are checked as well as
- * used. `DOM` is in `lib` because effect's own declarations (effect/crypto) name the Web Crypto
- * types `CryptoKey` and `JsonWebKey`, which only lib.dom declares; that is effect's, not bothy's.
- */
-const scratchTsconfig = {
-  compilerOptions: {
-    target: "ES2024",
-    lib: ["ES2024", "DOM"],
-    module: "NodeNext",
-    moduleResolution: "NodeNext",
-    types: ["node"],
-    strict: true,
-    exactOptionalPropertyTypes: true,
-    noEmit: true,
-    verbatimModuleSyntax: true,
-    erasableSyntaxOnly: true,
-  },
-  files: ["app.ts"],
-}
+/** A strict NodeNext app (see `HostTsconfig`) made of one file. */
+const scratchTsconfig = { compilerOptions: HostTsconfig.compilerOptions, files: ["app.ts"] }
 
 /** What a host app writes: its own pool, bothy's migrations and `EventLog.layer`, one append. */
 const appSource = `import { PgClient } from "@effect/sql-pg"
