@@ -16,7 +16,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { EventLog } from "../src/EventLog.ts"
 import * as Throughput from "./Throughput.ts"
-import { eventAt } from "./WebhookEndToEnd.ts"
+import { eventAt } from "./WebhookSample.ts"
 
 export interface ProducerInput {
   readonly host: string

@@ -25,7 +25,6 @@
  */
 import { Context, Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import type { NewEvent } from "../src/Event.ts"
 import { EventLog } from "../src/EventLog.ts"
 import { Jobs } from "../src/Jobs.ts"
 import * as JobWorker from "../src/JobWorker.ts"
@@ -44,6 +43,7 @@ import * as DeliveryTrace from "./DeliveryTrace.ts"
 import { type Distribution, distribution } from "./Handoff.ts"
 import * as ProducerThread from "./ProducerThread.ts"
 import * as Throughput from "./Throughput.ts"
+import { owner, spaceOf } from "./WebhookSample.ts"
 
 export interface EndToEndConfig {
   readonly eventsPerSecond: number
@@ -71,26 +71,6 @@ export interface EndToEndConfig {
   /** Growth of a backlog per second, as a share of the offered rate, still counted as flat. */
   readonly flatSlopeShare: number
   readonly webhookSettings: WebhookSettings
-}
-
-export const owner = "bench-owner"
-export const spaceOf = (k: number) => `bench-${k}`
-
-/** Event i: space `bench-(i mod subscriptions)`, about 100 bytes of payload carrying `i`. */
-export const eventAt = (i: number, subscriptions: number): NewEvent => {
-  const hex = (n: number) => (Math.imul(n + 1, 2654435761) >>> 0).toString(16).padStart(8, "0")
-  return {
-    space: spaceOf(i % subscriptions),
-    type: ["order.placed", "order.shipped", "invoice.paid"][i % 3]!,
-    actor: `user:${hex(i)}`,
-    payload: {
-      i,
-      id: `ord_${hex(i * 7)}`,
-      amount: 1000 + ((i * 3779) % 90000),
-      currency: ["EUR", "USD", "GBP"][i % 3]!,
-      note: "leave at the door",
-    },
-  }
 }
 
 interface Sample {

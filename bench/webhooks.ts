@@ -12,6 +12,13 @@
  *      subscriptions (the baseline) and with subscriptions none of which match (diagnostic), in a
  *      rotating order, BENCH_WEBHOOK_ROUND_REPEATS times; and `EXPLAIN ANALYZE` of the matching
  *      CTE, to show that matching goes through the index on spaces. Target: it does.
+ *   3. The backlog (`WebhookBacklog.ts`): deliveries already pending (one subscription with
+ *      10,000, ten with 5,000 each, by default) drained by the job worker as `bothy worker` runs
+ *      it to a local keep-alive receiver: deliveries/s from the worker's start until all are on
+ *      record, BENCH_WEBHOOK_BACKLOG_REPEATS times, next to the same cases on the code before
+ *      issue 11 (BENCH_WEBHOOK_BACKLOG_BASELINE_REF, checked out for the run), each run in a
+ *      fresh child process with the tree's own modules and schema. Targets: >= 500/s for one
+ *      subscription, >= 1,500/s for ten together.
  *
  * Nothing in src/ is changed or wrapped: the consumer is `WebhooksConsumer.layer`, the worker
  * `JobWorker.layer` with `WebhookDelivery.make` (one drainer per subscription); the phases come
@@ -22,19 +29,22 @@ import { randomBytes } from "node:crypto"
 import { readFileSync } from "node:fs"
 import { resolve } from "node:path"
 import { Config, Console, Duration, Effect, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import * as BothyConfig from "../src/BothyConfig.ts"
 import * as SecretBox from "../src/SecretBox.ts"
 import type { WebhookSettings } from "../src/WebhookConfig.ts"
 import type { Benchmark } from "./Benchmark.ts"
 import { BenchServer } from "./BenchServer.ts"
 import type { Report, Target } from "./Report.ts"
+import * as SourceTree from "./SourceTree.ts"
 import * as Throughput from "./Throughput.ts"
+import * as WebhookBacklog from "./WebhookBacklog.ts"
 import * as WebhookEndToEnd from "./WebhookEndToEnd.ts"
 import * as WebhookRounds from "./WebhookRounds.ts"
 
 const settings = Config.all({
   throughput: Throughput.settings,
-  parts: Config.String("BENCH_WEBHOOK_PARTS").pipe(Config.withDefault("endToEnd,rounds")),
+  parts: Config.String("BENCH_WEBHOOK_PARTS").pipe(Config.withDefault("endToEnd,rounds,backlog")),
   rate: Config.Number("BENCH_WEBHOOK_RATE").pipe(Config.withDefault(500)),
   seconds: Config.Number("BENCH_WEBHOOK_SECONDS").pipe(Config.withDefault(20)),
   subscriptions: Config.Int("BENCH_WEBHOOK_SUBSCRIPTIONS").pipe(Config.withDefault(10)),
@@ -63,9 +73,25 @@ const settings = Config.all({
   roundSpaces: Config.Int("BENCH_WEBHOOK_ROUND_SPACES").pipe(Config.withDefault(100)),
   backlog: Config.Int("BENCH_WEBHOOK_BACKLOG").pipe(Config.withDefault(20_000)),
   roundRepeats: Config.Int("BENCH_WEBHOOK_ROUND_REPEATS").pipe(Config.withDefault(3)),
+  backlogCases: Config.String("BENCH_WEBHOOK_BACKLOG_CASES").pipe(Config.withDefault("1x10000,10x5000")),
+  backlogRepeats: Config.Int("BENCH_WEBHOOK_BACKLOG_REPEATS").pipe(Config.withDefault(3)),
+  backlogSeconds: Config.Number("BENCH_WEBHOOK_BACKLOG_SECONDS").pipe(Config.withDefault(300)),
+  // `bothy worker`'s pool: the `database.pool_size` default.
+  backlogConnections: Config.Int("BENCH_WEBHOOK_BACKLOG_POOL").pipe(Config.withDefault(10)),
+  // Main before issue 11's work; "none" skips the baseline.
+  backlogBaselineRef: Config.String("BENCH_WEBHOOK_BACKLOG_BASELINE_REF").pipe(Config.withDefault("16e311a")),
+  // The code before issue 11 drains about 35 deliveries/s for one subscription: 10,000 would take
+  // about five minutes a run, so its runs are cut here and measured over what they delivered.
+  backlogBaselineSeconds: Config.Number("BENCH_WEBHOOK_BACKLOG_BASELINE_SECONDS").pipe(Config.withDefault(20)),
 })
 
 const batchSize = 500
+const backlogAppendSize = 5000
+/** Issue 11's backlog targets: deliveries/s of the case with this many subscriptions, at this size or more. */
+const backlogTargets = [
+  { name: "backlog one subscription >= 500 deliveries/s", subscriptions: 1, perSubscription: 10_000, target: 500 },
+  { name: "backlog ten subscriptions >= 1500 deliveries/s", subscriptions: 10, perSubscription: 5_000, target: 1500 },
+] as const
 const pollInterval = Duration.seconds(1)
 const flatSlopeShare = 0.01
 const p95Target = 100
@@ -428,6 +454,209 @@ const run = Effect.gen(function* () {
     ]
   }
 
+  // ---- 3. the backlog ----
+  let backlog: unknown
+  let backlogBaseline: unknown
+  let backlogConditions: unknown
+  let backlogTable: Array<Array<string>> = []
+  const backlogMet: Array<Target> = []
+  if (parts.has("backlog")) {
+    const server = yield* BenchServer
+    const sql = yield* SqlClient.SqlClient
+    const cases = yield* WebhookBacklog.parseCases("BENCH_WEBHOOK_BACKLOG_CASES", config.backlogCases)
+    const baselineRef = config.backlogBaselineRef.trim()
+    const baselineTree =
+      baselineRef === "none" ? undefined : yield* SourceTree.checkout(baselineRef, "BENCH_WEBHOOK_BACKLOG_BASELINE_REF")
+    const trees = [
+      { label: "ours", root: SourceTree.here, database: "bench_backlog_ours", boundSeconds: config.backlogSeconds },
+      ...(baselineTree === undefined
+        ? []
+        : [
+            {
+              label: "baseline",
+              root: baselineTree.root,
+              database: "bench_backlog_baseline",
+              boundSeconds: config.backlogBaselineSeconds,
+            },
+          ]),
+    ]
+    // A database per tree, each migrated by the tree's own migrations in its first run.
+    for (const t of trees) {
+      yield* sql.unsafe(`DROP DATABASE IF EXISTS ${t.database}`)
+      yield* sql.unsafe(`CREATE DATABASE ${t.database}`)
+    }
+    const runs = new Map<string, Array<WebhookBacklog.BacklogRun>>()
+    const key = (label: string, c: WebhookBacklog.BacklogCase) => `${label} ${WebhookBacklog.caseName(c)}`
+    for (let repeat = 1; repeat <= Math.max(1, config.backlogRepeats); repeat++) {
+      for (const c of cases) {
+        // Ours and the baseline alternate which goes first, so drift on the machine hits both alike.
+        for (const t of repeat % 2 === 1 ? trees : [...trees].reverse()) {
+          yield* Console.log(
+            `backlog #${repeat} ${WebhookBacklog.caseName(c)} (${t.label}): ${c.subscriptions} subscriptions x ${c.perSubscription} pending, bound ${t.boundSeconds} s`,
+          )
+          const r = yield* WebhookBacklog.run({
+            ...c,
+            label: t.label,
+            root: t.root,
+            server: {
+              host: server.host,
+              port: server.port,
+              user: server.user,
+              password: Redacted.value(server.password),
+              database: t.database,
+              dataDir: server.dataDir,
+            },
+            connections: config.backlogConnections,
+            batchSize,
+            appendSize: backlogAppendSize,
+            boundSeconds: t.boundSeconds,
+          })
+          runs.set(key(t.label, c), [...(runs.get(key(t.label, c)) ?? []), r])
+        }
+      }
+    }
+    /** Deliveries/s over the first `seconds` (requests that arrived), for a run at least that long. */
+    const overFirst = (r: WebhookBacklog.BacklogRun, seconds: number) => {
+      const whole = Math.floor(seconds)
+      return whole < 1 || r.arrivalsPerSecond.length < whole
+        ? Number.NaN
+        : round3(r.arrivalsPerSecond.slice(0, whole).reduce((a, b) => a + b, 0) / whole)
+    }
+    const figuresOf = (label: string, c: WebhookBacklog.BacklogCase) => {
+      const list = runs.get(key(label, c)) ?? []
+      return list.length === 0
+        ? undefined
+        : {
+            case: WebhookBacklog.caseName(c),
+            ...c,
+            deliveries: c.subscriptions * c.perSubscription,
+            median: {
+              deliveriesPerSecond: median(list.map((r) => r.deliveriesPerSecond)),
+              seconds: median(list.map((r) => r.seconds)),
+              overFirstBaselineSeconds: median(
+                list.map((r) => overFirst(r, config.backlogBaselineSeconds)).filter(Number.isFinite),
+              ),
+              statementsPerDelivery: median(list.map((r) => r.drain.statementsPerDelivery)),
+              clientCores: median(list.map((r) => r.cpu.clientCores)),
+              serverCores: median(list.map((r) => r.cpu.serverCores)),
+              machineBusy: median(list.map((r) => r.cpu.machineBusy)),
+            },
+            drainedRuns: list.filter((r) => r.drained).length,
+            runs: list,
+          }
+    }
+    const ours = cases.map((c) => figuresOf("ours", c)!)
+    const base = cases.map((c) => figuresOf("baseline", c))
+    backlog = { cases: ours }
+    backlogBaseline =
+      baselineTree === undefined
+        ? "no baseline run (BENCH_WEBHOOK_BACKLOG_BASELINE_REF=none); the targets are absolute (from the issue)"
+        : {
+            note: `the same cases, set up the same way, on the code before issue 11 (${baselineRef} = ${baselineTree.commit}) with its own schema, in the same repeats; its drain is cut at ${config.backlogBaselineSeconds} s and measured as deliveries recorded delivered by then per second (it drains about 35/s for one subscription, so a full drain of 10,000 would take about five minutes)`,
+            ref: baselineRef,
+            commit: baselineTree.commit,
+            boundSeconds: config.backlogBaselineSeconds,
+            cases: base,
+          }
+    /** The worker concurrency a tree's runs used: its `bothy worker`'s. */
+    const concurrencyOf = (label: string) => runs.get(key(label, cases[0]!))?.[0]?.concurrency
+    backlogConditions = {
+      cases: cases.map(WebhookBacklog.caseName),
+      repeats: Math.max(1, config.backlogRepeats),
+      ours: {
+        tree: SourceTree.describeHere(),
+        boundSeconds: config.backlogSeconds,
+        concurrency: concurrencyOf("ours"),
+      },
+      baseline:
+        baselineTree === undefined
+          ? "none"
+          : {
+              ref: baselineRef,
+              commit: baselineTree.commit,
+              boundSeconds: config.backlogBaselineSeconds,
+              concurrency: concurrencyOf("baseline"),
+              tree: "git archive of the commit's src/, migrations/ and package.json in a temporary folder, node_modules linked to this checkout's (the same package versions), removed after the part",
+            },
+      setup: `per run: a clean slate (TRUNCATE webhook_subscriptions CASCADE and jobs; cursor at the head); S subscriptions through Webhooks.create, subscription k covering the one space bench-k with its own receiver path /s{k}, the owner granted webhook_out.deliver on every space; S x n events in appends of ${backlogAppendSize} (event i in space bench-(i mod S), about 100 bytes of payload carrying i); the webhooks round (Consumer.makeRound with WebhooksConsumer.roundOptions, batch ${batchSize}) back to back until caught up, so the S x n deliveries are pending and the rounds' drain jobs exist before the clock starts (a job per subscription and round: no drainer ran yet); checked: exactly n pending per subscription; VACUUM ANALYZE; CHECKPOINT`,
+      drain: `the clock starts as JobWorker.layer is built with the drain job as bothy worker makes it (WebhookDelivery.make) on queue webhooks at bothy worker's concurrency (src/bin/Worker.ts of the tree), over a pool of ${config.backlogConnections} connections (bothy worker's database.pool_size default) plus NotificationStream's LISTEN connection; no consumer runs meanwhile, so no round sends a NOTIFY; the clock stops once every request has arrived and every delivery is recorded delivered (a count every 5 ms after the last request), or at the bound`,
+      figure:
+        "deliveries recorded delivered when the clock stopped / seconds on the clock; the table shows the median of the repeats and every repeat",
+      overFirstBaselineSeconds: `diagnostic: requests that arrived in the first ${config.backlogBaselineSeconds} s per second (for runs at least that long), the window the baseline is measured over`,
+      check:
+        "after every run, or its figure is void: each request arrived once, in order per subscription (the envelope's sequence 1, 2, ... carrying the subscription's events in seq order); when drained, every delivery delivered with exactly one attempt, all 2xx; when cut at the bound, no attempt on record without its request",
+      receiver:
+        "one node:http server on 127.0.0.1 in the driver's process (keep-alive), 200 as soon as the body is read",
+      process:
+        "each run in a fresh child process (bench/WebhookBacklog.ts) that imports its tree's src/ modules by path: the worker side and the receiver share its event loop; PostgreSQL on the same machine; ours and the baseline alternate which runs first in each repeat",
+    }
+    for (const t of backlogTargets) {
+      const f = ours.find((o) => o.subscriptions === t.subscriptions)
+      if (f === undefined) continue
+      backlogMet.push({
+        name: t.name,
+        value: f.median.deliveriesPerSecond,
+        target: t.target,
+        // Only at the issue's size or more, drained in every repeat.
+        met:
+          f.median.deliveriesPerSecond >= t.target &&
+          f.perSubscription >= t.perSubscription &&
+          f.drainedRuns === f.runs.length,
+      })
+    }
+    type Figures = ReturnType<typeof figuresOf>
+    const cores = (f: Figures) =>
+      f === undefined
+        ? ""
+        : `${fixed(f.median.clientCores, 2)} / ${fixed(f.median.serverCores, 2)} / ${fixed(f.median.machineBusy * 100, 0)}`
+    const perRepeat = (f: Figures) =>
+      f === undefined ? "" : f.runs.map((r) => `${fixed(r.deliveriesPerSecond)}${r.drained ? "" : "*"}`).join(" / ")
+    backlogTable = cases.flatMap((c, i) => {
+      const o = ours[i]!
+      const b = base[i]
+      const target = backlogTargets.find((t) => t.subscriptions === c.subscriptions)
+      const label = `${c.subscriptions} subs x ${c.perSubscription} pending${b === undefined ? "" : `, baseline cut at ${config.backlogBaselineSeconds} s`}`
+      return [
+        [
+          "backlog drain",
+          label,
+          "deliveries/s",
+          fixed(o.median.deliveriesPerSecond),
+          b === undefined ? "" : fixed(b.median.deliveriesPerSecond),
+          b === undefined ? "" : `${fixed(o.median.deliveriesPerSecond / b.median.deliveriesPerSecond, 2)}x`,
+          target === undefined ? "" : `>= ${target.target}`,
+        ],
+        [
+          "backlog drain",
+          `${WebhookBacklog.caseName(c)}, every repeat (* cut at the bound)`,
+          "deliveries/s",
+          perRepeat(o),
+          perRepeat(b),
+          "",
+          `${o.drainedRuns}/${o.runs.length} drained`,
+        ],
+        [
+          "backlog drain",
+          `${WebhookBacklog.caseName(c)}, statements under Job.run`,
+          "per delivery",
+          fixed(o.median.statementsPerDelivery, 2),
+          b === undefined ? "" : fixed(b.median.statementsPerDelivery, 2),
+          "",
+          "",
+        ],
+        [
+          "backlog drain",
+          `${WebhookBacklog.caseName(c)}, child / server / machine`,
+          "cores / cores / %",
+          cores(o),
+          cores(b),
+          "",
+          "",
+        ],
+      ]
+    })
+  }
+
   const m = endToEnd?.median
   const b = baseline?.median
   /** The baseline and value/baseline columns of a row. */
@@ -639,6 +868,7 @@ const run = Effect.gen(function* () {
         figure: "median over the repeats of backlog / time from the first round's start to the caught-up round's end",
         order: "each repeat runs the cases in a rotating order",
       },
+      backlog: backlogConditions,
       drivers: {
         ours: `@effect/sql-pg ${packageVersion("@effect/sql-pg")}, effect ${packageVersion("effect")}, undici ${packageVersion("undici")}`,
       },
@@ -653,6 +883,7 @@ const run = Effect.gen(function* () {
               runs: diagnostics,
             },
       rounds,
+      backlog,
     },
     baseline: {
       endToEnd:
@@ -666,11 +897,12 @@ const run = Effect.gen(function* () {
         none: "the same round (Consumer.makeRound with WebhooksConsumer.fanOut) with no subscriptions at all, same backlog, same run: the pure round cost; match/none is what fan-out to 1% of 10,000 subscriptions costs",
         miss: "diagnostic: the 10,000 subscriptions with their spaces renamed so no event matches: finding an event's subscriptions among 10,000 without creating any delivery",
       },
+      backlog: backlogBaseline,
     },
-    targets: [latencyTarget, rateTarget, indexTarget].filter((t): t is Target => t !== undefined),
+    targets: [latencyTarget, rateTarget, indexTarget, ...backlogMet].filter((t): t is Target => t !== undefined),
     table: {
       columns: ["measure", "case", "unit", "value", "baseline", "value/baseline", "target"],
-      rows: [...e2eTable, ...diagTable, ...roundTable],
+      rows: [...e2eTable, ...diagTable, ...roundTable, ...backlogTable],
     },
   } satisfies Report
 })
@@ -679,7 +911,7 @@ const RoundTraceKeys = (runs: ReadonlyArray<WebhookRounds.DrainRun>) => Object.k
 
 export default {
   description:
-    "webhooks end to end (commit to request, latency, backlog) and the webhooks round with 10,000 subscriptions",
+    "webhooks end to end (commit to request, latency, backlog), the webhooks round with 10,000 subscriptions, and a backlog drained (deliveries/s)",
   run: Effect.gen(function* () {
     const server = yield* BenchServer
     // Scoped here: the runner stops the server when its layer is released, before the scope it
