@@ -257,4 +257,6 @@ export class BothyConfig extends Context.Service<BothyConfig, Settings>()("bothy
   static readonly layer = Layer.effect(BothyConfig, load)
   /** Settings a host app gives directly; the same bounds and cross-key checks apply. */
   static readonly layerWith = (settings: Settings) => Layer.effect(BothyConfig, check(settings))
+  /** The environment with empty values kept (`environment`), for a host app that reads bothy's settings. */
+  static readonly environment = environment
 }

@@ -63,12 +63,12 @@ export class InvalidEvent extends Schema.TaggedError<InvalidEvent>()("InvalidEve
   /** Position of the offending event in the batch that was rejected. */
   index: Schema.Int,
   reason: Schema.Literals(["Malformed", "PayloadTooLarge", "PayloadTooDeep", "PayloadNotStorable", "EmptyBatch"]),
-  /** The offending field (`type`, `payload.items[3]`); absent for `EmptyBatch`. */
+  /** The offending field (`type`, `payload.items[3]`); empty when the event is not an object, absent for `EmptyBatch`. */
   field: Schema.optional(Schema.String),
   detail: Schema.String,
 }) {
   override get message() {
-    const at = this.field === undefined ? "" : ` at ${this.field}`
+    const at = this.field === undefined || this.field === "" ? "" : ` at ${this.field}`
     return `event ${this.index} rejected (${this.reason})${at}: ${this.detail}`
   }
 }
