@@ -3,10 +3,19 @@
  * validated before anything starts. A bad value is an `InvalidConfig` naming the key, its
  * variable and what was wrong, which the `bothy` command prints as one line before exiting.
  *
- * Cross-key rule: `consumer.pending_alert_after` must be strictly below `sync.event_retention`,
- * or the lag alert could only fire after the events it warns about are already gone.
+ * A variable that is set but empty (or blank) is an error, never "use the default": a deploy
+ * whose secret failed to render must not quietly start on defaults, or on a local database.
+ * Effect's environment provider treats an empty value as missing unless told otherwise, so the
+ * `bothy` command reads the environment through `environment`, and a host app that wants the
+ * same provides it too.
+ *
+ * Every duration has bounds (`durationBounds`, with the reason for each), and rules that span
+ * keys: `consumer.pending_alert_after` must be strictly below `sync.event_retention`, or the lag
+ * alert could only fire after the events it warns about are already gone; `consumer.cooldown`
+ * must be strictly below `consumer.poll_interval`, or a wake-up could be held back longer than the
+ * poll that is meant to catch up on lost ones.
  */
-import { Config, Context, Duration, Effect, Layer, Option, Result, Schema } from "effect"
+import { Config, ConfigProvider, Context, Duration, Effect, Layer, Option, Redacted, Result, Schema } from "effect"
 
 export interface Settings {
   readonly consumer: {
@@ -29,6 +38,9 @@ export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidC
     return `invalid configuration: ${this.detail}`
   }
 }
+
+/** The process environment with empty values kept, so that `variable` can refuse them. */
+export const environment = ConfigProvider.layer(ConfigProvider.fromEnv({ preserveEmptyStrings: true }))
 
 type Parse<A> = (raw: string) => Result.Result<A, string>
 
@@ -63,6 +75,22 @@ export const parseDuration: Parse<Duration.Duration> = (raw) =>
     Duration.isGreaterThan(d, Duration.zero) ? Result.succeed(d) : Result.fail("expected a duration above zero"),
   )
 
+export interface DurationBounds {
+  readonly min: Duration.Duration
+  readonly max: Duration.Duration
+}
+
+const within = (d: Duration.Duration, { min, max }: DurationBounds): Result.Result<Duration.Duration, string> =>
+  Duration.isGreaterThanOrEqualTo(d, min) && Duration.isLessThanOrEqualTo(d, max)
+    ? Result.succeed(d)
+    : Result.fail(`expected a duration from ${Duration.format(min)} to ${Duration.format(max)}`)
+
+/** As `parseDurationOrZero`, within `bounds` (inclusive). */
+export const parseDurationWithin =
+  (bounds: DurationBounds): Parse<Duration.Duration> =>
+  (raw) =>
+    Result.flatMap(parseDurationOrZero(raw), (d) => within(d, bounds))
+
 export const parseCount =
   (min: number, max: number): Parse<number> =>
   (raw) => {
@@ -78,13 +106,42 @@ export const parseText: Parse<string> = (raw) =>
 /** `consumer.batch_size` -> `BOTHY_CONSUMER_BATCH_SIZE` */
 export const envName = (key: string) => `BOTHY_${key.replaceAll(".", "_").toUpperCase()}`
 
+const named = (name: string, key: string) => (name === key ? name : `${name} (${key})`)
+
+/**
+ * Reads one environment variable. Unset is `None`; set but empty or blank is an `InvalidConfig`
+ * that names it and says what unsetting it would mean (`unset`), since an empty value is far more
+ * often a template that failed to render than a wish for the default.
+ *
+ * The value is `Redacted` and no message quotes it: the same reader serves secrets.
+ */
+export const variable = (
+  name: string,
+  options: { readonly key?: string; readonly unset: string },
+): Effect.Effect<Option.Option<Redacted.Redacted<string>>, InvalidConfig> => {
+  const key = options.key ?? name
+  const invalid = (why: string) => new InvalidConfig({ keys: [key], detail: `${named(name, key)} ${why}` })
+  return Config.Redacted(name).pipe(
+    Config.option,
+    // An environment read fails only when the variable is missing, which `option` already covers;
+    // anything else is reported without the provider's own message, which might quote the value.
+    Effect.mapError(() => invalid("could not be read")),
+    Effect.flatMap((raw) =>
+      Option.isSome(raw) && Redacted.value(raw.value).trim() === ""
+        ? Effect.fail(invalid(`is set but empty; unset it ${options.unset}, or give a value`))
+        : Effect.succeed(raw),
+    ),
+  )
+}
+
 /** Reads one key from the environment (or its default) and parses it. */
 export const setting = <A>(key: string, fallback: string, parse: Parse<A>) =>
-  Config.String(envName(key)).pipe(
-    Config.option,
-    Effect.mapError((e) => new InvalidConfig({ keys: [key], detail: `${envName(key)} (${key}): ${e.message}` })),
+  variable(envName(key), {
+    key,
+    unset: fallback === "" ? "for none" : `to use the default ${JSON.stringify(fallback)}`,
+  }).pipe(
     Effect.flatMap((raw) => {
-      const value = Option.getOrElse(raw, () => fallback)
+      const value = Option.match(raw, { onNone: () => fallback, onSome: Redacted.value })
       return Effect.mapError(
         Effect.fromResult(parse(value)),
         (why) =>
@@ -103,31 +160,94 @@ export const defaults = {
   "perf.push_handoff_p95": "50ms",
 } as const
 
-/** Checks the rules that span keys. */
-export const check = (settings: Settings): Effect.Effect<Settings, InvalidConfig> =>
-  Duration.isLessThan(settings.consumer.pendingAlertAfter, settings.sync.eventRetention)
-    ? Effect.succeed(settings)
+/** The documented bounds of each duration setting (README's configuration table), inclusive. */
+export const durationBounds = {
+  // Below 10 ms an idle worker queries the database a hundred times a second per consumer; above
+  // 10 minutes an event whose NOTIFY was lost waits that long, and the listener is never trusted.
+  "consumer.poll_interval": { min: Duration.millis(10), max: Duration.minutes(10) },
+  // 0 turns it off. A cooldown batches a stream of wake-ups by holding each round back; past a
+  // few seconds it batches nothing more and only delays every event. (Also below the poll interval.)
+  "consumer.cooldown": { min: Duration.zero, max: Duration.seconds(10) },
+  // Below a minute it pages on ordinary bursts; an alert a month late is no alert. (Also below
+  // the retention.)
+  "consumer.pending_alert_after": { min: Duration.minutes(1), max: Duration.days(30) },
+  // The log is partitioned by day, so less than a day cannot be kept as asked; past ten years it
+  // holds thousands of partitions, which PostgreSQL plans every query over.
+  "sync.event_retention": { min: Duration.days(1), max: Duration.days(3650) },
+  // A target for a latency measured in milliseconds: past a minute it is no target.
+  "perf.push_handoff_p95": { min: Duration.millis(1), max: Duration.minutes(1) },
+} as const satisfies Record<string, DurationBounds>
+
+type DurationKey = keyof typeof durationBounds
+
+const batchSize = { min: 1, max: 100_000 }
+
+const cross = (
+  below: DurationKey,
+  belowValue: Duration.Duration,
+  above: DurationKey,
+  aboveValue: Duration.Duration,
+): Effect.Effect<void, InvalidConfig> =>
+  Duration.isLessThan(belowValue, aboveValue)
+    ? Effect.void
     : Effect.fail(
         new InvalidConfig({
-          keys: ["consumer.pending_alert_after", "sync.event_retention"],
-          detail: `consumer.pending_alert_after (${envName("consumer.pending_alert_after")} = ${Duration.format(settings.consumer.pendingAlertAfter)}) must be strictly below sync.event_retention (${envName("sync.event_retention")} = ${Duration.format(settings.sync.eventRetention)})`,
+          keys: [below, above],
+          detail: `${below} (${envName(below)} = ${Duration.format(belowValue)}) must be strictly below ${above} (${envName(above)} = ${Duration.format(aboveValue)})`,
         }),
       )
+
+const bounded = (key: DurationKey, value: Duration.Duration): Effect.Effect<void, InvalidConfig> =>
+  Effect.mapError(
+    Effect.fromResult(within(value, durationBounds[key])),
+    (why) => new InvalidConfig({ keys: [key], detail: `${key} (${envName(key)}) = ${Duration.format(value)}: ${why}` }),
+  )
+
+/** Checks each value's bounds (for settings a host gives directly) and the rules that span keys. */
+export const check = (settings: Settings): Effect.Effect<Settings, InvalidConfig> =>
+  Effect.gen(function* () {
+    const { consumer, sync, perf } = settings
+    if (
+      !Number.isSafeInteger(consumer.batchSize) ||
+      consumer.batchSize < batchSize.min ||
+      consumer.batchSize > batchSize.max
+    ) {
+      return yield* new InvalidConfig({
+        keys: ["consumer.batch_size"],
+        detail: `consumer.batch_size = ${consumer.batchSize}: expected a whole number from ${batchSize.min} to ${batchSize.max}`,
+      })
+    }
+    yield* bounded("consumer.poll_interval", consumer.pollInterval)
+    yield* bounded("consumer.cooldown", consumer.cooldown)
+    yield* bounded("consumer.pending_alert_after", consumer.pendingAlertAfter)
+    yield* bounded("sync.event_retention", sync.eventRetention)
+    yield* bounded("perf.push_handoff_p95", perf.pushHandoffP95)
+    yield* cross(
+      "consumer.pending_alert_after",
+      consumer.pendingAlertAfter,
+      "sync.event_retention",
+      sync.eventRetention,
+    )
+    yield* cross("consumer.cooldown", consumer.cooldown, "consumer.poll_interval", consumer.pollInterval)
+    return settings
+  })
+
+const durationSetting = (key: DurationKey) => setting(key, defaults[key], parseDurationWithin(durationBounds[key]))
 
 export const load: Effect.Effect<Settings, InvalidConfig> = Effect.gen(function* () {
   const settings: Settings = {
     consumer: {
-      batchSize: yield* setting("consumer.batch_size", defaults["consumer.batch_size"], parseCount(1, 100_000)),
-      pollInterval: yield* setting("consumer.poll_interval", defaults["consumer.poll_interval"], parseDuration),
-      cooldown: yield* setting("consumer.cooldown", defaults["consumer.cooldown"], parseDurationOrZero),
-      pendingAlertAfter: yield* setting(
-        "consumer.pending_alert_after",
-        defaults["consumer.pending_alert_after"],
-        parseDuration,
+      batchSize: yield* setting(
+        "consumer.batch_size",
+        defaults["consumer.batch_size"],
+        parseCount(batchSize.min, batchSize.max),
       ),
+      pollInterval: yield* durationSetting("consumer.poll_interval"),
+      cooldown: yield* durationSetting("consumer.cooldown"),
+      pendingAlertAfter: yield* durationSetting("consumer.pending_alert_after"),
     },
-    sync: { eventRetention: yield* setting("sync.event_retention", defaults["sync.event_retention"], parseDuration) },
-    perf: { pushHandoffP95: yield* setting("perf.push_handoff_p95", defaults["perf.push_handoff_p95"], parseDuration) },
+    sync: { eventRetention: yield* durationSetting("sync.event_retention") },
+    perf: { pushHandoffP95: yield* durationSetting("perf.push_handoff_p95") },
   }
   return yield* check(settings)
 })
@@ -135,6 +255,8 @@ export const load: Effect.Effect<Settings, InvalidConfig> = Effect.gen(function*
 export class BothyConfig extends Context.Service<BothyConfig, Settings>()("bothy/BothyConfig") {
   /** Settings from the environment, validated. */
   static readonly layer = Layer.effect(BothyConfig, load)
-  /** Settings a host app gives directly; the same cross-key check applies. */
+  /** Settings a host app gives directly; the same bounds and cross-key checks apply. */
   static readonly layerWith = (settings: Settings) => Layer.effect(BothyConfig, check(settings))
+  /** The environment with empty values kept (`environment`), for a host app that reads bothy's settings. */
+  static readonly environment = environment
 }

@@ -5,15 +5,14 @@
  */
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
-import { Config, Effect, Layer, Option } from "effect"
-import { InvalidConfig, parseCount, parseText, setting } from "./BothyConfig.ts"
+import { Effect, Layer, Option } from "effect"
+import { parseCount, parseText, setting, variable } from "./BothyConfig.ts"
 import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
 import * as Migrations from "./Migrations.ts"
 
-const databaseUrl = Config.Redacted("DATABASE_URL").pipe(
-  Config.option,
-  Effect.mapError((e) => new InvalidConfig({ keys: ["DATABASE_URL"], detail: `DATABASE_URL: ${e.message}` })),
-)
+// Set but empty is refused rather than read as unset: a deploy whose URL failed to render must
+// never start an embedded server and write to a local database instead.
+const databaseUrl = variable("DATABASE_URL", { unset: "to run an embedded PostgreSQL" })
 
 /** Whether `DATABASE_URL` is set (otherwise bothy runs an embedded server). */
 export const external = Effect.map(databaseUrl, Option.isSome)

@@ -2,23 +2,45 @@
  * What a producer appends and what a reader gets back.
  *
  * Validation happens before any SQL runs, so a bad event appends nothing, including the good
- * events of the same batch. "Bad" includes values JSON can encode but `jsonb` cannot hold (a NUL
- * character, an unpaired UTF-16 surrogate): they would otherwise fail late, inside the commit
- * phase that serializes every producer.
+ * events of the same batch, and the error names the event (`index`) and its field. "Bad" includes
+ * values JSON can encode but PostgreSQL cannot hold (a NUL character, an unpaired UTF-16
+ * surrogate, in any text field or anywhere in the payload, keys too) and payloads nested deeper
+ * than `maxPayloadDepth`: they would otherwise fail late, inside the commit phase that serializes
+ * every producer, or overflow the stack.
  */
-import { Result, Schema } from "effect"
+import { Option, Result, Schema } from "effect"
+import { firstIssue } from "./FieldIssue.ts"
+import * as StorableJson from "./StorableJson.ts"
+import { storableCheck } from "./StorableText.ts"
 
 /** Payloads are capped so that a webhook envelope (hard cap 64 KB) always has room for them. */
 export const maxPayloadBytes = 60 * 1024
 
-const maxTextLength = 200
+/** How deep arrays and objects may nest in a payload (`{}` is 1, `{"a":[]}` is 2). */
+export const maxPayloadDepth = 64
 
-const Text = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(maxTextLength))
+export const maxTextLength = 200
+
+const Text = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(maxTextLength), storableCheck)
+
+/**
+ * What an event type may be: letters, digits and `_.:-`, starting with a letter or digit. A
+ * webhook subscription's event types follow the same rule (and match exactly: no wildcards).
+ */
+export const eventTypePattern = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/
+
+export const EventType = Schema.String.check(
+  Schema.isNonEmpty(),
+  Schema.isMaxLength(maxTextLength),
+  Schema.isPattern(eventTypePattern, {
+    message: "must be letters, digits and _.:- starting with a letter or digit (no spaces, no wildcards)",
+  }),
+)
 
 /** An event as a producer hands it to `EventLog.append`. */
 export const NewEvent = Schema.Struct({
   space: Text,
-  type: Text.check(Schema.isPattern(/^[A-Za-z0-9][A-Za-z0-9_.:-]*$/)),
+  type: EventType,
   actor: Text,
   payload: Schema.Json,
 })
@@ -40,27 +62,42 @@ export type Event = typeof Event.Type
 export class InvalidEvent extends Schema.TaggedError<InvalidEvent>()("InvalidEvent", {
   /** Position of the offending event in the batch that was rejected. */
   index: Schema.Int,
-  reason: Schema.Literals(["Malformed", "PayloadTooLarge", "PayloadNotStorable", "EmptyBatch"]),
+  reason: Schema.Literals(["Malformed", "PayloadTooLarge", "PayloadTooDeep", "PayloadNotStorable", "EmptyBatch"]),
+  /** The offending field (`type`, `payload.items[3]`); empty when the event is not an object, absent for `EmptyBatch`. */
+  field: Schema.optional(Schema.String),
   detail: Schema.String,
 }) {
   override get message() {
-    return `event ${this.index} rejected (${this.reason}): ${this.detail}`
+    const at = this.field === undefined || this.field === "" ? "" : ` at ${this.field}`
+    return `event ${this.index} rejected (${this.reason})${at}: ${this.detail}`
   }
 }
 
-// JSON.stringify escapes NUL and lone surrogates as \uXXXX; an even run of backslashes before the
-// escape means it is a real escape and not an escaped backslash followed by "u0000".
-const unstorableEscape = /(?:^|[^\\])(?:\\\\)*\\u(?:0000|d[89a-f][0-9a-f]{2})/i
-
 const decodeNewEvent = Schema.decodeUnknownResult(NewEvent)
+
+const payloadReason = {
+  TooDeep: "PayloadTooDeep",
+  TooManyValues: "PayloadTooLarge",
+  NotStorable: "PayloadNotStorable",
+} as const satisfies Record<StorableJson.Problem["_tag"], InvalidEvent["reason"]>
 
 /** Checks one event and returns it with its payload serialized for the statement. */
 export const validate = (input: unknown, index: number): Result.Result<readonly [NewEvent, string], InvalidEvent> => {
   const decoded = decodeNewEvent(input)
   if (Result.isFailure(decoded)) {
-    return Result.fail(new InvalidEvent({ index, reason: "Malformed", detail: String(decoded.failure) }))
+    return Result.fail(new InvalidEvent({ index, reason: "Malformed", ...firstIssue(decoded.failure) }))
   }
   const event = decoded.success
+  // Before JSON.stringify, which recurses: this walk cannot overflow. Each value takes at least
+  // a byte of JSON, so more values than the byte limit can never fit.
+  const problem = StorableJson.check(event.payload, "payload", {
+    maxDepth: maxPayloadDepth,
+    maxValues: maxPayloadBytes,
+  })
+  if (Option.isSome(problem)) {
+    const { _tag, field, detail } = problem.value
+    return Result.fail(new InvalidEvent({ index, reason: payloadReason[_tag], field, detail }))
+  }
   const json = JSON.stringify(event.payload)
   const bytes = Buffer.byteLength(json, "utf8")
   if (bytes > maxPayloadBytes) {
@@ -68,16 +105,8 @@ export const validate = (input: unknown, index: number): Result.Result<readonly 
       new InvalidEvent({
         index,
         reason: "PayloadTooLarge",
+        field: "payload",
         detail: `payload is ${bytes} bytes as JSON; the limit is ${maxPayloadBytes}`,
-      }),
-    )
-  }
-  if (unstorableEscape.test(json)) {
-    return Result.fail(
-      new InvalidEvent({
-        index,
-        reason: "PayloadNotStorable",
-        detail: "payload contains a NUL character or an unpaired UTF-16 surrogate, which jsonb cannot hold",
       }),
     )
   }

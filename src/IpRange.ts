@@ -3,8 +3,9 @@
  *
  * An address is its 4 or 16 bytes, so every spelling of one address (`::ffff:7f00:1` and
  * `::ffff:127.0.0.1`, a `[bracketed]` URL host, a `%zone` suffix from DNS) compares equal. An
- * IPv4 range never matches an IPv6 address: a caller that wants IPv4-mapped forms judged as IPv4
- * unwraps them first (`embeddedIpv4` in `WebhookTarget.ts` does).
+ * IPv4 range never matches an IPv6 address: a caller that wants an IPv4-mapped address
+ * (`::ffff:10.0.0.1`, which a dual-stack socket dials as 10.0.0.1) judged as the IPv4 address it
+ * is passes it through `canonical` first, and its ranges through `canonicalRange`.
  *
  * Written by hand rather than with `node:net`'s `BlockList` because the webhook policy needs to
  * know *which* range matched (to say why an address is refused) and to pull the IPv4 address out
@@ -91,3 +92,21 @@ export const inRange = (address: Address, range: Range): boolean => {
 export const ipv4 = (bytes: Uint8Array): Address => ({ family: 4, bytes })
 
 export const formatIpv4 = (address: Address): string => address.bytes.join(".")
+
+// ::ffff:0:0/96: an IPv4 address written as IPv6; the last four bytes are the address.
+const mappedPrefix = Uint8Array.from([0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff])
+const isMapped = (bytes: Uint8Array) => bytes.length === 16 && mappedPrefix.every((b, i) => bytes[i] === b)
+
+/** An IPv4-mapped IPv6 address as the IPv4 address it is; any other address unchanged. */
+export const canonical = (address: Address): Address =>
+  address.family === 6 && isMapped(address.bytes) ? ipv4(address.bytes.slice(12)) : address
+
+/**
+ * A range inside ::ffff:0:0/96 as the IPv4 range it is (`::ffff:10.0.0.0/104` is 10.0.0.0/8);
+ * any other range unchanged. A wider IPv6 range (`::/0`) then no longer covers IPv4-mapped
+ * addresses, which `canonical` has made IPv4: only IPv4 ranges judge IPv4 addresses.
+ */
+export const canonicalRange = (range: Range): Range =>
+  range.family === 6 && range.prefix >= 96 && isMapped(range.bytes)
+    ? { family: 4, bytes: range.bytes.slice(12), prefix: range.prefix - 96 }
+    : range

@@ -5,33 +5,60 @@
  *
  * A batch is one statement, however many rows, passed as one typed array per column. Rows with a `uniqueKey` that already exists are
  * skipped (`ON CONFLICT DO NOTHING`) and counted in `bothy.jobs.insert.suppressed`.
+ *
+ * Every row is validated before the statement, so one bad row inserts nothing: an `InvalidJob`
+ * names the row and the field (`kind`, `args.to[2]`), including text PostgreSQL cannot hold (NUL,
+ * an unpaired surrogate) anywhere in the args, keys too, and args nested deeper than
+ * `maxArgsDepth`, which would otherwise be an `SqlError` or a stack overflow.
  */
-import { Context, Effect, Layer, Metric, Schema } from "effect"
+import { Context, Effect, Layer, Metric, Option, Result, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { firstIssue } from "./FieldIssue.ts"
 import * as JobMetrics from "./JobMetrics.ts"
 import { column } from "./SqlArrays.ts"
+import * as StorableJson from "./StorableJson.ts"
+import { storableCheck } from "./StorableText.ts"
+
+/** How deep arrays and objects may nest in a job's args. */
+export const maxArgsDepth = 64
+/** Values in a job's args, counted as JSON writes them. */
+export const maxArgsValues = 1_000_000
+/** A unique key stays well inside the 2,704 bytes a btree index entry may take (3 bytes per code unit at most). */
+export const maxUniqueKeyLength = 512
+
+const Name = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(128), storableCheck)
+
+// Dates PostgreSQL's timestamptz and the ISO form both hold; JavaScript's go further both ways.
+const Instant = Schema.Date.check(
+  Schema.isBetweenDate({ minimum: new Date("0001-01-01T00:00:00Z"), maximum: new Date("9999-12-31T23:59:59.999Z") }),
+)
 
 export const JobInsert = Schema.Struct({
-  kind: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(128)),
-  queue: Schema.optional(Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(128))),
+  kind: Name,
+  queue: Schema.optional(Name),
   args: Schema.Json,
   /** 1 (first) to 4 (last), as in River. */
   priority: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4 }))),
   maxAttempts: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1000 }))),
   /** Not claimable before this time. */
-  scheduledAt: Schema.optional(Schema.Date),
-  uniqueKey: Schema.optional(Schema.String.check(Schema.isNonEmpty())),
-  traceParent: Schema.optional(Schema.NullOr(Schema.String)),
+  scheduledAt: Schema.optional(Instant),
+  uniqueKey: Schema.optional(
+    Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(maxUniqueKeyLength), storableCheck),
+  ),
+  traceParent: Schema.optional(Schema.NullOr(Schema.String.check(Schema.isMaxLength(256), storableCheck))),
 })
 export type JobInsert = typeof JobInsert.Type
 
 export class InvalidJob extends Schema.TaggedError<InvalidJob>()("InvalidJob", {
+  /** Position of the offending job in the batch that was refused. */
   index: Schema.Int,
+  /** The offending field (`kind`, `args.to[2]`), or empty when the row itself is not an object. */
+  field: Schema.String,
   detail: Schema.String,
 }) {
   override get message() {
-    return `job ${this.index} rejected: ${this.detail}`
+    return `job ${this.index} rejected${this.field === "" ? "" : ` at ${this.field}`}: ${this.detail}`
   }
 }
 
@@ -51,10 +78,16 @@ export interface InsertOptions {
 
 const decodeJob = Schema.decodeUnknownResult(JobInsert)
 
-const validate = (jobs: ReadonlyArray<unknown>) =>
-  Effect.forEach(jobs, (job, index) =>
-    Effect.mapError(Effect.fromResult(decodeJob(job)), (e) => new InvalidJob({ index, detail: String(e) })),
-  )
+const validateOne = (job: unknown, index: number): Effect.Effect<JobInsert, InvalidJob> => {
+  const decoded = decodeJob(job)
+  if (Result.isFailure(decoded)) return Effect.fail(new InvalidJob({ index, ...firstIssue(decoded.failure) }))
+  const problem = StorableJson.check(decoded.success.args, "args", { maxDepth: maxArgsDepth, maxValues: maxArgsValues })
+  return Option.isSome(problem)
+    ? Effect.fail(new InvalidJob({ index, field: problem.value.field, detail: problem.value.detail }))
+    : Effect.succeed(decoded.success)
+}
+
+const validate = (jobs: ReadonlyArray<unknown>) => Effect.forEach(jobs, validateOne)
 
 export class Jobs extends Context.Service<
   Jobs,

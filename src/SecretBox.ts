@@ -19,8 +19,8 @@
  * old rows) is not implemented yet.
  */
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto"
-import { Config, Effect, Option, Redacted, Result, Schema } from "effect"
-import { envName, InvalidConfig } from "./BothyConfig.ts"
+import { Effect, Option, Redacted, Result, Schema } from "effect"
+import { envName, InvalidConfig, variable } from "./BothyConfig.ts"
 
 export const keyName = "webhook.secret_key"
 /** `BOTHY_WEBHOOK_SECRET_KEY` */
@@ -151,6 +151,12 @@ const openResult = (key: SecretKey, sealed: string): Result.Result<Redacted.Reda
   })
 }
 
+/** The id of the key a sealed text was sealed under, if the text has the shape `seal` gives. */
+export const keyIdOf = (sealed: string): string | undefined => {
+  const id = sealed.split(".")[1]
+  return id !== undefined && keyIdPattern.test(id) ? id : undefined
+}
+
 /** Decrypts what `seal` made under the same key. */
 export const open = (key: SecretKey, sealed: string): Effect.Effect<Redacted.Redacted<string>, SecretBoxError> =>
   Effect.fromResult(openResult(key, sealed))
@@ -158,24 +164,26 @@ export const open = (key: SecretKey, sealed: string): Effect.Effect<Redacted.Red
 const invalidConfig = (why: string) =>
   new InvalidConfig({ keys: [keyName], detail: `${keyVariable} (${keyName}): ${why}` })
 
+const generateHint = `base64 of ${keyBytes} random bytes, e.g. from "openssl rand -base64 ${keyBytes}"`
+
+/**
+ * `BOTHY_WEBHOOK_SECRET_KEY` as it is set: `None` when unset; set but empty is an `InvalidConfig`
+ * (`BothyConfig.variable`), never a reason to fall back to another key.
+ */
+export const keySetting = variable(keyVariable, {
+  key: keyName,
+  unset: "to use the embedded server's key file (without DATABASE_URL only)",
+})
+
 /**
  * Reads the key from `BOTHY_WEBHOOK_SECRET_KEY`, in the shape of `BothyConfig.setting` but without
  * its `= "value"` part: a bad value is never quoted. It has no default, since a default key would be
  * a published one.
  */
-export const loadKey: Effect.Effect<SecretKey, InvalidConfig> = Config.Redacted(keyVariable).pipe(
-  Config.option,
-  // An environment read fails only when the variable is missing, which `option` already covers;
-  // anything else is reported without the provider's own message, which might quote the value.
-  Effect.mapError(() => invalidConfig("could not be read")),
+export const loadKey: Effect.Effect<SecretKey, InvalidConfig> = keySetting.pipe(
   Effect.flatMap(
     Option.match({
-      onNone: () =>
-        Effect.fail(
-          invalidConfig(
-            `is required: base64 of ${keyBytes} random bytes, e.g. from "openssl rand -base64 ${keyBytes}"`,
-          ),
-        ),
+      onNone: () => Effect.fail(invalidConfig(`is required: ${generateHint}`)),
       onSome: (raw) => Effect.mapError(parseKey(raw), (e) => invalidConfig(e.detail)),
     }),
   ),

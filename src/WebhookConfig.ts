@@ -4,13 +4,13 @@
  * can leave the log.
  */
 import { randomBytes } from "node:crypto"
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
-import { Context, Duration, Effect, Layer, Redacted, Result } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
 import { BothyConfig, envName, InvalidConfig, setting } from "./BothyConfig.ts"
 import * as SecretBox from "./SecretBox.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
-import type { TargetPolicy } from "./WebhookTarget.ts"
+import { allowHttpLoopbackKey, invalidCidrs, invalidHosts, type TargetPolicy } from "./WebhookTarget.ts"
 
 export interface WebhookSettings {
   readonly secretKey: SecretBox.SecretKey
@@ -48,35 +48,67 @@ export const checkRetention = (eventRetention: Duration.Duration) =>
 /**
  * The sealing key from `BOTHY_WEBHOOK_SECRET_KEY`; without it, from `file`, created with a fresh
  * random key (mode 0600) when missing. Only for the embedded development server, whose data lives
- * beside that file anyway.
+ * beside that file anyway. A key file that group or others may read or write is refused: whoever
+ * reads it can open every signing secret in a dump.
  */
 export const keyOrFile = (file: string) =>
   Effect.gen(function* () {
-    if (process.env[SecretBox.keyVariable] !== undefined) return yield* SecretBox.loadKey
+    if (Option.isSome(yield* SecretBox.keySetting)) return yield* SecretBox.loadKey
+    const refuse = (why: string) =>
+      new InvalidConfig({ keys: [SecretBox.keyName], detail: `the key file ${file} ${why}` })
     const raw = yield* Effect.try({
       try: () => {
         if (!existsSync(file)) {
           mkdirSync(dirname(file), { recursive: true })
           writeFileSync(file, `${randomBytes(32).toString("base64")}\n`, { mode: 0o600 })
         }
-        return readFileSync(file, "utf8")
+        return { text: readFileSync(file, "utf8"), mode: statSync(file).mode & 0o777 }
       },
-      catch: (e) =>
-        new InvalidConfig({ keys: [SecretBox.keyName], detail: `cannot use the key file ${file}: ${String(e)}` }),
+      catch: (e) => refuse(`cannot be used: ${String(e)}`),
     })
-    return yield* SecretBox.parseKey(Redacted.make(raw)).pipe(
+    if ((raw.mode & 0o077) !== 0) {
+      return yield* refuse(
+        `is open to other users (mode ${raw.mode.toString(8).padStart(4, "0")}); run chmod 600 ${file}, or give ${SecretBox.keyVariable}`,
+      )
+    }
+    return yield* SecretBox.parseKey(Redacted.make(raw.text)).pipe(
       Effect.mapError((e) => new InvalidConfig({ keys: [SecretBox.keyName], detail: `${file}: ${e.message}` })),
     )
   })
 
+const policyKeys = {
+  allowHttpLoopback: allowHttpLoopbackKey,
+  allowCidrs: "webhook.allow_cidrs",
+  allowHosts: "webhook.allow_hosts",
+} as const
+
+/**
+ * Refuses allow-list entries that do not parse, which would otherwise match nothing and leave
+ * the operator wondering why a target is still refused.
+ */
+export const checkPolicy = (policy: TargetPolicy): Effect.Effect<TargetPolicy, InvalidConfig> => {
+  const bad = (key: "allowCidrs" | "allowHosts", entries: ReadonlyArray<string>, expected: string) =>
+    new InvalidConfig({
+      keys: [policyKeys[key]],
+      detail: `${envName(policyKeys[key])} (${policyKeys[key]}): ${entries.map((e) => JSON.stringify(e)).join(", ")} ${entries.length === 1 ? "is" : "are"} not ${expected}`,
+    })
+  const cidrs = invalidCidrs(policy.allowCidrs)
+  if (cidrs.length > 0)
+    return Effect.fail(bad("allowCidrs", cidrs, "an IP address or CIDR range (10.1.0.0/16, fd00::/8)"))
+  const hosts = invalidHosts(policy.allowHosts)
+  if (hosts.length > 0)
+    return Effect.fail(bad("allowHosts", hosts, "a host name or IP address (no port, path or wildcard)"))
+  return Effect.succeed(policy)
+}
+
 export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig> = SecretBox.loadKey) =>
   Effect.gen(function* () {
     const key = yield* secretKey
-    const policy: TargetPolicy = {
-      allowHttpLoopback: yield* setting("webhook.allow_http_loopback", "false", flag),
-      allowCidrs: yield* setting("webhook.allow_cidrs", "", list),
-      allowHosts: yield* setting("webhook.allow_hosts", "", list),
-    }
+    const policy = yield* checkPolicy({
+      allowHttpLoopback: yield* setting(policyKeys.allowHttpLoopback, "false", flag),
+      allowCidrs: yield* setting(policyKeys.allowCidrs, "", list),
+      allowHosts: yield* setting(policyKeys.allowHosts, "", list),
+    })
     return { secretKey: key, policy } satisfies WebhookSettings
   })
 
@@ -91,5 +123,10 @@ export class WebhookConfig extends Context.Service<WebhookConfig, WebhookSetting
         return yield* load(secretKey)
       }),
     )
-  static readonly layerWith = (settings: WebhookSettings) => Layer.succeed(WebhookConfig)(settings)
+  /** Settings a host app gives directly; the allow-lists are checked as from the environment. */
+  static readonly layerWith = (settings: WebhookSettings) =>
+    Layer.effect(
+      WebhookConfig,
+      Effect.map(checkPolicy(settings.policy), () => settings),
+    )
 }

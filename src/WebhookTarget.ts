@@ -10,10 +10,13 @@
  *   public address at creation and a private one later (DNS rebinding) is refused then.
  *
  * An address is refused when it lies in a non-public range (`ipv4Blocked`, `ipv6Blocked`),
- * unless an `allowCidrs` entry covers it. IPv6 forms that carry an IPv4 address (IPv4-mapped,
- * IPv4-translated, NAT64, 6to4) are judged by that IPv4 address. Loopback is refused unless
- * `allowHttpLoopback` is set, which is meant for tests and local development and is also the
- * only case where plain http is accepted.
+ * unless an `allowCidrs` entry covers it. An IPv4-mapped address (`::ffff:10.0.0.1`) is the IPv4
+ * address it carries before anything else looks at it, the allow-list included (so `::/0` does
+ * not let `::ffff:169.254.169.254` through, and `allowHosts` "10.0.0.1" covers both spellings).
+ * Other IPv6 forms that carry an IPv4 address (IPv4-translated, NAT64, 6to4) are judged by that
+ * IPv4 address when no IPv6 allowance covers them. Loopback is refused unless
+ * `allowHttpLoopback` (`BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK`) is set, which is meant for tests and
+ * local development and is also the only case where plain http is accepted.
  */
 
 import type { LookupAddress, LookupOptions } from "node:dns"
@@ -21,7 +24,13 @@ import { promises as dns } from "node:dns"
 import type { LookupFunction } from "node:net"
 import { isIP } from "node:net"
 import { Effect, Option, Result, Schema } from "effect"
+import { envName } from "./BothyConfig.ts"
 import * as IpRange from "./IpRange.ts"
+
+/** The setting that lets loopback through (`TargetPolicy.allowHttpLoopback`), named in refusals. */
+export const allowHttpLoopbackKey = "webhook.allow_http_loopback"
+const allowHttpLoopbackVariable = envName(allowHttpLoopbackKey)
+const loopbackHint = `${allowHttpLoopbackVariable}=true allows loopback targets, and http to them, for local testing`
 
 export interface ResolvedAddress {
   readonly address: string
@@ -31,9 +40,9 @@ export interface ResolvedAddress {
 export interface TargetPolicy {
   /** Lets loopback addresses through, and plain http to a loopback host. Tests and local development only. */
   readonly allowHttpLoopback: boolean
-  /** IPv4 or IPv6 ranges (`10.1.0.0/16`, `fd00:1::/32`, or one address) let through despite a block. Entries that do not parse match nothing. */
+  /** IPv4 or IPv6 ranges (`10.1.0.0/16`, `fd00:1::/32`, or one address) let through despite a block. Entries must parse (`invalidCidrs`). */
   readonly allowCidrs: ReadonlyArray<string>
-  /** Host names (or IP literals) whose addresses are not checked at all. */
+  /** Host names (or IP literals) whose addresses are not checked at all. Entries must parse (`invalidHosts`). */
   readonly allowHosts: ReadonlyArray<string>
   /** Resolves a host name to every address it has. Defaults to the system resolver (`dns.lookup`). */
   readonly resolve?: (host: string) => Promise<ReadonlyArray<ResolvedAddress>>
@@ -108,9 +117,9 @@ const ipv6Blocked: ReadonlyArray<Blocked> = [
 // Everything routable on the public IPv6 internet lies in 2000::/3; the rest is reserved.
 const globalUnicast = IpRange.rangeOf("2000::/3")
 
-// IPv6 forms whose traffic ends at an IPv4 address, and where in the 16 bytes it sits.
+// IPv6 forms whose traffic ends at an IPv4 address, and where in the 16 bytes it sits. (IPv4-mapped
+// is one too, but `IpRange.canonical` has made it IPv4 before any of these is consulted.)
 const ipv4Carriers: ReadonlyArray<{ readonly range: IpRange.Range; readonly name: string; readonly at: number }> = [
-  { range: IpRange.rangeOf("::ffff:0:0/96"), name: "IPv4-mapped", at: 12 },
   { range: IpRange.rangeOf("::ffff:0:0:0/96"), name: "IPv4-translated", at: 12 },
   { range: IpRange.rangeOf("64:ff9b::/96"), name: "NAT64", at: 12 },
   { range: IpRange.rangeOf("2002::/16"), name: "6to4", at: 2 },
@@ -120,20 +129,34 @@ const ipv4Carriers: ReadonlyArray<{ readonly range: IpRange.Range; readonly name
 export const embeddedIpv4 = (
   address: IpRange.Address,
 ): Option.Option<{ readonly ipv4: IpRange.Address; readonly form: string }> => {
+  if (IpRange.canonical(address) !== address) {
+    return Option.some({ ipv4: IpRange.canonical(address), form: "IPv4-mapped" })
+  }
   const carrier = ipv4Carriers.find((c) => IpRange.inRange(address, c.range))
   return carrier === undefined
     ? Option.none()
     : Option.some({ ipv4: IpRange.ipv4(address.bytes.slice(carrier.at, carrier.at + 4)), form: carrier.name })
 }
 
+/** The `allowCidrs` entries that do not parse as an address or a range. */
+export const invalidCidrs = (cidrs: ReadonlyArray<string>): ReadonlyArray<string> =>
+  cidrs.filter((cidr) => Option.isNone(IpRange.parseRange(cidr)))
+
 const allowedRanges = (policy: Pick<TargetPolicy, "allowCidrs">): ReadonlyArray<IpRange.Range> =>
-  policy.allowCidrs.flatMap((cidr) => Option.toArray(IpRange.parseRange(cidr)))
+  policy.allowCidrs.flatMap((cidr) => Option.toArray(Option.map(IpRange.parseRange(cidr), IpRange.canonicalRange)))
 
 const whyBlocked = (
   address: IpRange.Address,
   allowed: ReadonlyArray<IpRange.Range>,
   allowHttpLoopback: boolean,
 ): Option.Option<string> => {
+  const ipv4 = IpRange.canonical(address)
+  if (ipv4 !== address) {
+    return Option.map(
+      whyBlocked(ipv4, allowed, allowHttpLoopback),
+      (why) => `${IpRange.formatIpv4(ipv4)} in IPv4-mapped form, which is ${why}`,
+    )
+  }
   if (allowed.some((range) => IpRange.inRange(address, range))) return Option.none()
   if (address.family === 6) {
     const carried = embeddedIpv4(address)
@@ -148,7 +171,8 @@ const whyBlocked = (
   const table = address.family === 4 ? ipv4Blocked : ipv6Blocked
   const hit = table.find((entry) => IpRange.inRange(address, entry.range))
   if (hit !== undefined) {
-    return hit.loopback && allowHttpLoopback ? Option.none() : Option.some(`${hit.name} (${hit.cidr})`)
+    if (hit.loopback && allowHttpLoopback) return Option.none()
+    return Option.some(`${hit.name} (${hit.cidr})${hit.loopback ? `; ${loopbackHint}` : ""}`)
   }
   if (address.family === 6 && !IpRange.inRange(address, globalUnicast)) {
     return Option.some("reserved (outside global unicast 2000::/3)")
@@ -169,29 +193,47 @@ export const checkAddress = (
     onSome: (parsed) => whyBlocked(parsed, allowedRanges(policy), policy.allowHttpLoopback),
   })
 
-const loopbackRanges = [
-  IpRange.rangeOf("127.0.0.0/8"),
-  IpRange.rangeOf("::1/128"),
-  IpRange.rangeOf("::ffff:7f00:0/104"),
-]
+const loopbackRanges = [IpRange.rangeOf("127.0.0.0/8"), IpRange.rangeOf("::1/128")]
 
 /** `localhost` or a loopback IP literal; a URL's `hostname` (IPv6 in brackets) is accepted. */
 const isLoopbackHost = (hostname: string): boolean =>
   hostname === "localhost" ||
   hostname === "localhost." ||
   Option.exists(IpRange.parseAddress(hostname), (address) =>
-    loopbackRanges.some((range) => IpRange.inRange(address, range)),
+    loopbackRanges.some((range) => IpRange.inRange(IpRange.canonical(address), range)),
   )
 
 const unbracket = (host: string) => (host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host)
 
 // Compares hosts the way URL spells them, so `Example.COM.`, `example.com` and `[::1]`/`::1`
-// configured in `allowHosts` match the URL's host.
+// configured in `allowHosts` match the URL's host; an IPv4-mapped literal is its IPv4 address.
 const canonicalHost = (host: string): string => {
   const bare = unbracket(host.trim().toLowerCase())
+  const address = IpRange.parseAddress(bare)
+  if (Option.isSome(address) && IpRange.canonical(address.value).family === 4) {
+    return IpRange.formatIpv4(IpRange.canonical(address.value))
+  }
   const spelled = URL.parse(`https://${isIP(bare) === 6 ? `[${bare}]` : bare}/`)?.hostname ?? bare
   return unbracket(spelled).replace(/\.$/, "")
 }
+
+// What a host name can be once URL has spelled it (IDNs become punycode): no wildcard, port,
+// path or credentials, which URL would otherwise cut off or keep without complaint.
+const hostName = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?$/
+
+/** The `allowHosts` entries that are neither a host name nor an IP address. */
+export const invalidHosts = (hosts: ReadonlyArray<string>): ReadonlyArray<string> =>
+  hosts.filter((host) => {
+    const bare = unbracket(host.trim().toLowerCase())
+    if (isIP(bare) !== 0) return false
+    const url = URL.parse(`https://${bare}/`)
+    return (
+      url === null ||
+      url.host !== url.hostname ||
+      !hostName.test(url.hostname) ||
+      url.href !== `https://${url.hostname}/`
+    )
+  })
 
 const isAllowedHost = (hostname: string, policy: Pick<TargetPolicy, "allowHosts">): boolean => {
   const host = canonicalHost(hostname)
@@ -227,7 +269,7 @@ export const parseTarget = (raw: string, policy: TargetPolicy): Result.Result<UR
   if (url === null) return Result.fail(refuse(raw, "BadUrl", "not an absolute URL"))
   if (url.protocol === "http:") {
     if (!policy.allowHttpLoopback || !isLoopbackHost(url.hostname)) {
-      return Result.fail(refuse(raw, "HttpNotAllowed", "plain http is refused; use https"))
+      return Result.fail(refuse(raw, "HttpNotAllowed", `plain http is refused; use https (${loopbackHint})`))
     }
   } else if (url.protocol !== "https:") {
     return Result.fail(refuse(raw, "BadScheme", `scheme ${url.protocol} is refused; use https`))

@@ -8,12 +8,23 @@
  * rotation the old secret stays valid for 24 h and deliveries are signed with both.
  *
  * Targets are validated at creation for fast feedback; the address actually dialed is checked
- * again at every delivery.
+ * again at every delivery. The rest of the input is validated before any SQL: an
+ * `InvalidSubscription` names the field (`owner`, `scope[3]`, `eventTypes[0]`) and nothing is
+ * written. Event types must be valid event types (`Event.eventTypePattern`) and match exactly, so
+ * `"a b"` or `"order.*"`, which no event could ever match, are refused; scope and event types are
+ * capped (`maxScope`, `maxEventTypes`).
+ *
+ * Building the layer runs `SealingKeyCheck.verify`: a process with another key than the
+ * database's would seal secrets that no worker can open.
  */
-import { type Array as Arr, Clock, Context, Duration, Effect, Layer, type Redacted, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, type Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import { EventType } from "./Event.ts"
+import { firstIssue } from "./FieldIssue.ts"
+import * as SealingKeyCheck from "./SealingKeyCheck.ts"
 import * as SecretBox from "./SecretBox.ts"
+import { storableCheck } from "./StorableText.ts"
 import { WebhookConfig } from "./WebhookConfig.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
 import { type DisabledCause, disable } from "./WebhookSubscriptions.ts"
@@ -22,15 +33,25 @@ import { type UnsafeWebhookTarget, validateUrl } from "./WebhookTarget.ts"
 /** How long a rotated-out secret keeps signing. */
 export const rotationOverlap = Duration.hours(24)
 
-const Text = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(200))
+/** The most spaces one subscription may cover. */
+export const maxScope = 10_000
+/** The most event types one subscription may list. */
+export const maxEventTypes = 100
+
+const Text = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(200), storableCheck)
 
 export const NewSubscription = Schema.Struct({
   owner: Text,
-  url: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(2048)),
-  /** Event types to receive; empty for all. */
-  eventTypes: Schema.Array(Text),
+  url: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(2048), storableCheck),
+  /** Event types to receive, each matched exactly; empty for all. */
+  eventTypes: Schema.Array(EventType).check(
+    Schema.isMaxLength(maxEventTypes, { message: `at most ${maxEventTypes} event types` }),
+  ),
   /** Spaces whose events it may receive. */
-  scope: Schema.Array(Text).check(Schema.isMinLength(1)),
+  scope: Schema.Array(Text).check(
+    Schema.isMinLength(1, { message: "at least one space" }),
+    Schema.isMaxLength(maxScope, { message: `at most ${maxScope} spaces` }),
+  ),
 })
 export type NewSubscription = typeof NewSubscription.Type
 
@@ -49,10 +70,12 @@ export interface Subscription {
 }
 
 export class InvalidSubscription extends Schema.TaggedError<InvalidSubscription>()("InvalidSubscription", {
+  /** The offending field (`owner`, `scope[3]`), or empty when the input itself is not an object. */
+  field: Schema.String,
   detail: Schema.String,
 }) {
   override get message() {
-    return `invalid webhook subscription: ${this.detail}`
+    return `invalid webhook subscription${this.field === "" ? "" : ` at ${this.field}`}: ${this.detail}`
   }
 }
 
@@ -88,13 +111,14 @@ export class Webhooks extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const config = yield* WebhookConfig
+      yield* SealingKeyCheck.verify(config.secretKey)
 
       const found = (id: string, n: number) => (n === 0 ? Effect.fail(new SubscriptionNotFound({ id })) : Effect.void)
       const checkId = (id: string) => (uuid.test(id) ? Effect.void : Effect.fail(new SubscriptionNotFound({ id })))
 
       const create = Effect.fn("Webhooks.create")(function* (input: NewSubscription) {
         const valid = yield* Schema.decodeUnknownEffect(NewSubscription)(input).pipe(
-          Effect.mapError((e) => new InvalidSubscription({ detail: String(e) })),
+          Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
         )
         const url = yield* validateUrl(valid.url, config.policy)
         const secret = WebhookSecret.generate()
@@ -107,8 +131,10 @@ export class Webhooks extends Context.Service<
                      value, value
               FROM event_seq
               RETURNING id::text`
-            const spaces = [...new Set(valid.scope)].map((space_id) => ({ space_id, subscription_id: row!.id }))
-            yield* sql`INSERT INTO webhook_subscription_spaces ${sql.insert(spaces as Arr.NonEmptyArray<(typeof spaces)[number]>)}`
+            // One array parameter, not two per space: the protocol allows 65,535 parameters at most.
+            yield* sql`
+              INSERT INTO webhook_subscription_spaces (space_id, subscription_id)
+              SELECT DISTINCT unnest(${valid.scope as Array<string>}::text[]), ${row!.id}::uuid`
             return row!.id
           }),
         )

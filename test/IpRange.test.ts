@@ -42,4 +42,20 @@ describe("IpRange", () => {
     assert.isFalse(contains("10.0.0.0/8", "::ffff:10.0.0.1"), "IPv4-mapped is IPv6 here")
     assert.isFalse(contains("::/0", "10.0.0.1"))
   })
+
+  it("canonical makes an IPv4-mapped address IPv4, and canonicalRange a range inside ::ffff:0:0/96", () => {
+    const canonical = (text: string) => IpRange.canonical(Option.getOrThrow(IpRange.parseAddress(text)))
+    assert.deepStrictEqual(canonical("::ffff:10.0.0.1"), { family: 4, bytes: Uint8Array.from([10, 0, 0, 1]) })
+    assert.deepStrictEqual(canonical("::ffff:a00:1"), canonical("10.0.0.1"))
+    for (const other of ["::1", "::ffff:0:a00:1", "64:ff9b::a00:1", "::a00:1", "10.0.0.1"]) {
+      assert.deepStrictEqual(canonical(other), Option.getOrThrow(IpRange.parseAddress(other)), other)
+    }
+    const range = (text: string) => IpRange.canonicalRange(IpRange.rangeOf(text))
+    assert.deepStrictEqual(range("::ffff:10.0.0.0/104"), IpRange.rangeOf("10.0.0.0/8"))
+    assert.deepStrictEqual(range("::ffff:0:0/96"), IpRange.rangeOf("0.0.0.0/0"))
+    assert.deepStrictEqual(range("::ffff:10.1.2.3/128"), IpRange.rangeOf("10.1.2.3/32"))
+    for (const other of ["::/0", "::ffff:0:0/95", "fd00::/8", "10.0.0.0/8"]) {
+      assert.deepStrictEqual(range(other), IpRange.rangeOf(other), other)
+    }
+  })
 })

@@ -13,10 +13,11 @@ layer(TestDatabase.layer(), { excludeTestServices: true })("Migrations", (it) =>
         .map((f) => f.replace(/\.ts$/, ""))
         .sort()
       assert.deepStrictEqual(Object.keys(Migrations.migrations).sort(), files)
+      // Strictly growing; a number may be missing while the branch that holds it is unmerged.
       const ids = files.map((f) => Number(f.slice(0, 4)))
-      assert.deepStrictEqual(
-        ids,
-        ids.map((_, i) => i + 1),
+      assert.isTrue(
+        ids.every((id, i) => id > (ids[i - 1] ?? 0)),
+        ids.join(", "),
       )
     }),
   )

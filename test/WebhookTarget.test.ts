@@ -3,6 +3,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
 import {
   checkAddress,
+  invalidCidrs,
+  invalidHosts,
   type ResolvedAddress,
   safeLookup,
   type TargetPolicy,
@@ -346,6 +348,95 @@ describe("WebhookTarget", () => {
         assert.isUndefined(yield* dial(policy({ allowHttpLoopback: true })))
         assert.strictEqual(server.connections(), 1)
       }),
+    )
+  })
+
+  it.effect(
+    "IPv4MappedCanonicalised: ::ffff:a.b.c.d is judged as a.b.c.d by allowCidrs, allowHosts and the block list alike",
+    () =>
+      Effect.gen(function* () {
+        // An IPv6 allowance no longer covers IPv4-mapped addresses: ::/0 let metadata through.
+        const anyV6 = policy({ allowCidrs: ["::/0"] })
+        for (const url of [
+          "https://[::ffff:169.254.169.254]/",
+          "https://[::ffff:a00:1]/",
+          "https://[::ffff:127.0.0.1]/",
+        ]) {
+          assert.strictEqual((yield* refused(url, anyV6)).reason, "BlockedAddress", url)
+        }
+        yield* validateUrl("https://[fd00::1]/", anyV6)
+        // An allowance written in mapped form covers the IPv4 address, in both spellings.
+        const mappedRange = policy({ allowCidrs: ["::ffff:10.0.0.0/104"] })
+        yield* validateUrl("https://10.20.30.40/", mappedRange)
+        yield* validateUrl("https://[::ffff:a14:1e28]/", mappedRange)
+        assert.strictEqual((yield* refused("https://192.168.0.1/", mappedRange)).reason, "BlockedAddress")
+        // allowHosts: one entry covers both spellings of the address.
+        for (const [entry, url] of [
+          ["10.9.9.9", "https://[::ffff:10.9.9.9]/"],
+          ["::ffff:10.9.9.9", "https://10.9.9.9/"],
+          ["::ffff:a09:909", "https://[::ffff:10.9.9.9]/"],
+        ] as const) {
+          yield* validateUrl(url, policy({ allowHosts: [entry] }))
+        }
+        // Loopback over http under the flag, in the mapped spelling too; nothing else.
+        const loopback = policy({ allowHttpLoopback: true })
+        yield* validateUrl("http://[::ffff:7f00:1]:8080/", loopback)
+        assert.strictEqual((yield* refused("http://[::ffff:a00:1]/", loopback)).reason, "HttpNotAllowed")
+        // At connect time, an answer in mapped form is judged the same way.
+        assert.isTrue(
+          Option.isSome(checkAddress("::ffff:169.254.169.254", { allowHttpLoopback: false, allowCidrs: ["::/0"] })),
+        )
+        assert.isTrue(
+          Option.isNone(checkAddress("::ffff:10.1.1.1", { allowHttpLoopback: false, allowCidrs: ["10.0.0.0/8"] })),
+        )
+      }),
+  )
+
+  it.effect("a refused loopback or http target says how to allow it for local testing", () =>
+    Effect.gen(function* () {
+      for (const url of [
+        "http://127.0.0.1:8080/hook",
+        "https://127.0.0.1/hook",
+        "https://[::1]/",
+        "http://public.example/",
+      ]) {
+        const error = yield* refused(url)
+        assert.include(error.message, "BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK=true", url)
+      }
+      const error = yield* refused("https://10.0.0.1/")
+      assert.notInclude(error.message, "BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK", "only where it would help")
+    }),
+  )
+
+  it("invalidCidrs and invalidHosts name the entries that could never match", () => {
+    assert.deepStrictEqual(
+      invalidCidrs(["10.0.0.0/8", "fd00::/8", "1.2.3.4", "10.0.0.0/33", "x", "::/129", " 10.0.0.0/8 "]),
+      ["10.0.0.0/33", "x", "::/129"],
+    )
+    assert.deepStrictEqual(
+      invalidHosts([
+        "example.com",
+        "Example.COM.",
+        "bücher.example",
+        "10.9.9.9",
+        "::1",
+        "[::1]",
+        "_svc.example",
+        "*.example.com",
+        "example.com:8443",
+        "https://example.com",
+        "example.com/path",
+        "user@example.com",
+        "exa mple.com",
+      ]),
+      [
+        "*.example.com",
+        "example.com:8443",
+        "https://example.com",
+        "example.com/path",
+        "user@example.com",
+        "exa mple.com",
+      ],
     )
   })
 })

@@ -1,7 +1,8 @@
 /**
  * What `bothy worker` runs, composed in one place (the only module besides a host app that knows
  * every part): log partition maintenance, the `webhooks` consumer, and the job runtime with the
- * webhook delivery job, over one connection pool and one shared LISTEN connection.
+ * webhook delivery job, over one connection pool and one shared LISTEN connection. Nothing of it
+ * starts before the sealing key is checked against the database's (`SealingKeyCheck`).
  */
 import { Effect, Layer } from "effect"
 import { BothyConfig, type Settings } from "../BothyConfig.ts"
@@ -12,6 +13,7 @@ import { Jobs } from "../Jobs.ts"
 import * as JobWorker from "../JobWorker.ts"
 import { NotificationStream } from "../NotificationStream.ts"
 import * as PermissionGrants from "../PermissionGrants.ts"
+import * as SealingKeyCheck from "../SealingKeyCheck.ts"
 import { WebhookConfig, type WebhookSettings } from "../WebhookConfig.ts"
 import * as WebhookDelivery from "../WebhookDelivery.ts"
 import * as WebhooksConsumer from "../WebhooksConsumer.ts"
@@ -35,6 +37,7 @@ export const layer = (settings: Settings, webhooks: WebhookSettings) =>
     }),
     Deliveries,
   ).pipe(
+    Layer.provide(SealingKeyCheck.layer),
     Layer.provide(
       Layer.mergeAll(
         NotificationStream.layer(),

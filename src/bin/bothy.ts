@@ -52,7 +52,8 @@ const report = (cause: Cause.Cause<unknown>) => {
 
 Command.run(bothy, { version: "0.1.0" }).pipe(
   Effect.tapCause(report),
-  Effect.provide(NodeServices.layer),
+  // Empty variables are kept, so that a set-but-empty one is refused rather than read as unset.
+  Effect.provide([NodeServices.layer, BothyConfig.environment]),
   NodeRuntime.runMain({
     disableErrorReporting: true,
     teardown: (exit, onExit) => onExit(Exit.isSuccess(exit) || Cause.hasInterruptsOnly(exit.cause) ? 0 : 1),
