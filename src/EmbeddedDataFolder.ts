@@ -35,7 +35,10 @@ export const defaultFallback = "/var/lib/bothy"
 
 /** `/root/app/.bothy/pg` -> `root-app-.bothy-pg-<hash>`: readable, and distinct per folder. */
 const derivedName = (dir: string) => {
-  const readable = dir.replace(/^\/+/, "").replace(/[^A-Za-z0-9._-]+/g, "-").slice(-80)
+  const readable = dir
+    .replace(/^\/+/, "")
+    .replace(/[^A-Za-z0-9._-]+/g, "-")
+    .slice(-80)
   return `${readable}-${createHash("sha256").update(dir).digest("hex").slice(0, 12)}`
 }
 

@@ -20,7 +20,7 @@
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
-import { chownSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
 import { dirname, join } from "node:path"
 import { Duration, Effect, Exit, Option, Redacted, Schema, type Scope } from "effect"
@@ -160,11 +160,25 @@ const watch = (child: ChildProcess, until: "exit" | "close"): Watched => {
       listeners.add(f)
       return () => listeners.delete(f)
     },
-    recentLog: () => [...lines, partial.trim()].filter((l) => l.length > 0).slice(-5).join(" | "),
+    recentLog: () =>
+      [...lines, partial.trim()]
+        .filter((l) => l.length > 0)
+        .slice(-5)
+        .join(" | "),
   }
 }
 
-const environment = { ...process.env, LC_MESSAGES: "C" }
+/**
+ * In its own process group, so that a terminal's SIGINT to bothy's group does not reach it, and
+ * bothy can stop it together with every process it started.
+ */
+const spawnDetached = (file: string, args: ReadonlyArray<string>, user: EmbeddedServerUser.ServerUser) =>
+  spawn(file, args, {
+    ...EmbeddedServerUser.spawnAs(user),
+    detached: true,
+    env: { ...process.env, LC_MESSAGES: "C" },
+    stdio: ["ignore", "ignore", "pipe"],
+  })
 
 const readOrCreatePassword = (file: string) => {
   if (existsSync(file)) return readFileSync(file, "utf8").trim()
@@ -194,7 +208,11 @@ const livePostmaster = (dataDir: string) => {
   }
 }
 
-/** Runs `initdb` into a new folder; a failed or interrupted run leaves no half-made cluster behind. */
+/**
+ * Runs `initdb` into `dataDir`, which must be missing or empty. A failed or interrupted run leaves
+ * no half-made cluster behind (the next start would take it for one): the folder is emptied again,
+ * or removed if this run created it.
+ */
 const initialise = (
   binaries: EmbeddedBinaries.Binaries,
   dataDir: string,
@@ -203,23 +221,16 @@ const initialise = (
 ) => {
   const fail = (detail: string) => new EmbeddedPostgresError({ step: "initialise", dataDir, detail })
   const passwordFile = `${dataDir}.pwfile`
-  return Effect.gen(function* () {
-    const created = yield* Effect.try({
-      try: () => {
-        const made = mkdirSync(dataDir, { recursive: true, mode: 0o700 }) !== undefined
-        writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 })
-        if (user !== undefined) {
-          chownSync(dataDir, user.uid, user.gid)
-          chownSync(passwordFile, user.uid, user.gid)
-        }
-        return made
-      },
-      catch: (e) => fail(String(e)),
+  const undo = (created: boolean) =>
+    Effect.sync(() => {
+      if (created) rmSync(dataDir, { recursive: true, force: true })
+      else for (const entry of readdirSync(dataDir)) rmSync(join(dataDir, entry), { recursive: true, force: true })
     })
+  const run = Effect.gen(function* () {
     const initdb = yield* Effect.acquireRelease(
       Effect.sync(() =>
         watch(
-          spawn(
+          spawnDetached(
             binaries.initdb,
             [
               `--pgdata=${dataDir}`,
@@ -233,30 +244,51 @@ const initialise = (
               "--builtin-locale=C.UTF-8",
               "--lc-messages=C",
             ],
-            { ...EmbeddedServerUser.spawnAs(user), env: environment, stdio: ["ignore", "ignore", "pipe"] },
+            user,
           ),
           "close",
         ),
       ),
-      (w) => Effect.sync(() => w.hasEnded() || w.child.kill("SIGKILL")),
+      // initdb runs PostgreSQL in bootstrap mode as its own child: stop the whole group.
+      (w) =>
+        Effect.promise(() => {
+          if (!w.hasEnded()) killGroup(w.child.pid)
+          return w.ended
+        }),
     )
     const end = yield* Effect.promise(() => initdb.ended)
     if (end.code !== 0) return yield* fail(`initdb: ${describeEnd(end)}: ${initdb.recentLog()}`)
-    return created
-  }).pipe(
-    Effect.scoped,
-    Effect.ensuring(Effect.sync(() => rmSync(passwordFile, { force: true }))),
-    Effect.onExit((exit) =>
-      Exit.isSuccess(exit) ? Effect.void : Effect.sync(() => rmSync(dataDir, { recursive: true, force: true })),
-    ),
-  )
+  }).pipe(Effect.scoped, Effect.ensuring(Effect.sync(() => rmSync(passwordFile, { force: true }))))
+
+  return Effect.gen(function* () {
+    if (existsSync(dataDir) && readdirSync(dataDir).length > 0) {
+      return yield* fail("the folder holds files but no PostgreSQL cluster; empty it or choose another BOTHY_HOME")
+    }
+    const created = yield* Effect.try({
+      try: () => {
+        const made = mkdirSync(dataDir, { recursive: true, mode: 0o700 }) !== undefined
+        writeFileSync(passwordFile, `${password}\n`, { mode: 0o600 })
+        if (user !== undefined) {
+          chownSync(dataDir, user.uid, user.gid)
+          chownSync(passwordFile, user.uid, user.gid)
+        }
+        return made
+      },
+      catch: (e) => fail(String(e)),
+    })
+    yield* run.pipe(Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : undo(created))))
+  })
 }
 
 /** Stops the server: SIGINT, then SIGQUIT, then SIGKILL to its group, each after a wait. */
 const stop = (postmaster: Watched) =>
   Effect.gen(function* () {
     const pid = postmaster.child.pid
-    const waitFor = (d: Duration.Duration) => Effect.timeoutOption(Effect.promise(() => postmaster.ended), d)
+    const waitFor = (d: Duration.Duration) =>
+      Effect.timeoutOption(
+        Effect.promise(() => postmaster.ended),
+        d,
+      )
     const endedAlone = postmaster.hasEnded()
     if (!endedAlone) postmaster.child.kill("SIGINT")
     if (Option.isNone(yield* waitFor(stopAfter.sigint))) {
@@ -278,9 +310,7 @@ const killGroup = (pid: number | undefined) => {
 }
 
 /** Starts the server (initialising the data folder if needed); closing the scope stops it. */
-export const start = (
-  options: EmbeddedPostgresOptions,
-): Effect.Effect<EmbeddedServer, StartError, Scope.Scope> =>
+export const start = (options: EmbeddedPostgresOptions): Effect.Effect<EmbeddedServer, StartError, Scope.Scope> =>
   Effect.gen(function* () {
     const user = yield* EmbeddedServerUser.resolve
     const packaged = yield* EmbeddedBinaries.locate(options.packageRoot)
@@ -305,7 +335,10 @@ export const start = (
       try: () => readOrCreatePassword(options.passwordFile),
       catch: (e) => fail("initialise", `cannot use password file ${options.passwordFile}: ${String(e)}`),
     })
-    if (!existsSync(join(dataDir, "PG_VERSION"))) yield* initialise(binaries, dataDir, user, password)
+    if (!existsSync(join(dataDir, "PG_VERSION"))) {
+      yield* Effect.logInfo(`creating the embedded PostgreSQL cluster in ${dataDir} (first start)`)
+      yield* initialise(binaries, dataDir, user, password)
+    }
     if (options.ephemeral === true) {
       yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dataDir, { recursive: true, force: true })))
     }
@@ -314,16 +347,16 @@ export const start = (
     const postmaster = yield* Effect.acquireRelease(
       Effect.sync(() => {
         const w = watch(
-          spawn(
+          spawnDetached(
             binaries.postgres,
-            ["-D", dataDir, "-p", String(options.port), ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])],
-            {
-              ...EmbeddedServerUser.spawnAs(user),
-              // Its own process group: a terminal's SIGINT to bothy's group does not reach it.
-              detached: true,
-              env: environment,
-              stdio: ["ignore", "ignore", "pipe"],
-            },
+            [
+              "-D",
+              dataDir,
+              "-p",
+              String(options.port),
+              ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
+            ],
+            user,
           ),
           "exit",
         )

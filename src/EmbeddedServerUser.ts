@@ -41,7 +41,8 @@ export const resolve: Effect.Effect<ServerUser, ServerUserUnavailable> = Effect.
           execFileSync("useradd", ["-g", name, name], { stdio: "pipe" })
           return lookUp()
         },
-        catch: (e) => new ServerUserUnavailable({ detail: `it does not exist and could not be created (${String(e)})` }),
+        catch: (e) =>
+          new ServerUserUnavailable({ detail: `it does not exist and could not be created (${String(e)})` }),
       }),
     ),
   )

@@ -34,7 +34,9 @@ const logLevels: Record<string, LogLevel.LogLevel> = {
 /** `BOTHY_LOG_LEVEL`: the same names as `--log-level`. */
 const logLevel = BothyConfig.setting("log_level", "info", (raw) => {
   const level = logLevels[raw.trim().toLowerCase()]
-  return level === undefined ? Result.fail(`expected one of ${Object.keys(logLevels).join(", ")}`) : Result.succeed(level)
+  return level === undefined
+    ? Result.fail(`expected one of ${Object.keys(logLevels).join(", ")}`)
+    : Result.succeed(level)
 })
 
 // Settings are validated before anything starts, so a bad value never leaves a server behind.
@@ -48,7 +50,9 @@ const worker = Command.make("worker", {}, () =>
       : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
     const webhooks = yield* WebhookConfig.load(key)
     yield* Effect.gen(function* () {
-      yield* Effect.logInfo("bothy worker running (consumer: webhooks; job queue: webhooks); SIGTERM or Ctrl-C stops it")
+      yield* Effect.logInfo(
+        "bothy worker running (consumer: webhooks; job queue: webhooks); SIGTERM or Ctrl-C stops it",
+      )
       // Runs until a signal interrupts it, or fails when the embedded server exits under it.
       return yield* (yield* Database.DatabaseServer).exited
     }).pipe(Effect.provide(Worker.layer(settings, webhooks)))

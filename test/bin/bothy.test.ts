@@ -56,6 +56,42 @@ describe("bothy command", () => {
     }),
   )
 
+  it.live("a bare `bothy` prints its help and exits 0, with nothing on stderr", () =>
+    Effect.gen(function* () {
+      const out = yield* NodeProcess.run(NodeProcess.bothy, [])
+      assert.strictEqual(out.code, 0, out.stderr)
+      assert.match(out.stdout, /SUBCOMMANDS[\s\S]*worker[\s\S]*migrate/)
+      assert.strictEqual(out.stderr, "")
+    }),
+  )
+
+  it.live("BOTHY_LOG_LEVEL sets the log level, --log-level overrides it, and a bad value is one line naming it", () =>
+    Effect.gen(function* () {
+      const name = `t_cli_l_${process.pid}_${Date.now()}`
+      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
+        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
+      )
+      const url = withDatabase(inject("pgAdminUrl"), name)
+      const quiet = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], {
+        DATABASE_URL: url,
+        BOTHY_LOG_LEVEL: "warn",
+      })
+      assert.strictEqual(quiet.code, 0, quiet.stderr)
+      assert.strictEqual(quiet.stdout, "", "info lines are below warn")
+      const flag = yield* NodeProcess.run(NodeProcess.bothy, ["--log-level", "info", "migrate"], {
+        DATABASE_URL: url,
+        BOTHY_LOG_LEVEL: "warn",
+      })
+      assert.match(flag.stdout, /schema is current/)
+      const bad = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], { DATABASE_URL: url, BOTHY_LOG_LEVEL: "loud" })
+      assert.strictEqual(bad.code, 1)
+      assert.match(
+        bad.stderr,
+        /^bothy: invalid configuration: BOTHY_LOG_LEVEL \(log_level\) = "loud": expected one of all, trace, debug, info, warn, warning, error, fatal, none\n$/,
+      )
+    }).pipe(Effect.scoped),
+  )
+
   it.live("migrate applies the migrations to DATABASE_URL once; a second run is a no-op", () =>
     Effect.gen(function* () {
       const name = `t_cli_${process.pid}_${Date.now()}`

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Cause, Effect, Exit, Redacted, Scope } from "effect"
+import { Cause, Effect, Exit, Redacted, References, Scope } from "effect"
 import * as EmbeddedPostgres from "../../src/EmbeddedPostgres.ts"
 
 export const freePort = Effect.callback<number>((resume) => {
@@ -37,7 +37,7 @@ export const start = (locations: Locations = {}) =>
       port: yield* freePort,
       ephemeral: true,
       settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off", max_connections: "400" },
-    })
+    }).pipe(Effect.provideService(References.MinimumLogLevel, "Warn")) // where the data went: noise in a test run
     const adminUrl = `postgres://${server.user}:${encodeURIComponent(Redacted.value(server.password))}@${server.host}:${server.port}/postgres`
     return { server, adminUrl }
   })
