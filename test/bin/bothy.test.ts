@@ -20,6 +20,17 @@ import * as NodeProcess from "../support/NodeProcess.ts"
 import { adminSql } from "../support/TestDatabase.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
+/** A database of its own for the command, dropped with the scope: a clone of the migrated template, or empty. */
+const scratchDatabase = (prefix: string, from: "template" | "empty") =>
+  Effect.gen(function* () {
+    const name = `${prefix}_${process.pid}_${Date.now()}`
+    const template = from === "template" ? ` TEMPLATE "${inject("pgTemplate")}"` : ""
+    yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}"${template}`), () =>
+      adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
+    )
+    return withDatabase(inject("pgAdminUrl"), name)
+  })
+
 describe("bothy command", () => {
   it.live("--help lists the commands", () =>
     Effect.gen(function* () {
@@ -41,11 +52,7 @@ describe("bothy command", () => {
 
   it.live("BOTHY_LOG_LEVEL sets the log level, --log-level overrides it, and a bad value is one line naming it", () =>
     Effect.gen(function* () {
-      const name = `t_cli_l_${process.pid}_${Date.now()}`
-      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
-        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-      )
-      const url = withDatabase(inject("pgAdminUrl"), name)
+      const url = yield* scratchDatabase("t_cli_l", "template")
       const quiet = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], {
         DATABASE_URL: url,
         BOTHY_LOG_LEVEL: "warn",
@@ -68,11 +75,7 @@ describe("bothy command", () => {
 
   it.live("migrate applies the migrations to DATABASE_URL once; a second run is a no-op", () =>
     Effect.gen(function* () {
-      const name = `t_cli_${process.pid}_${Date.now()}`
-      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}"`), () =>
-        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-      )
-      const url = withDatabase(inject("pgAdminUrl"), name)
+      const url = yield* scratchDatabase("t_cli", "empty")
       const first = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], { DATABASE_URL: url })
       assert.strictEqual(first.code, 0, first.stderr)
       assert.include(first.stdout, `applied migrations: ${Object.keys(Migrations.migrations).join(", ")}`)
@@ -126,11 +129,7 @@ describe("bothy command", () => {
 
   it.live("the worker delivers a signed webhook end to end: append, webhooks consumer, delivery job, receiver", () =>
     Effect.gen(function* () {
-      const name = `t_cli_w_${process.pid}_${Date.now()}`
-      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
-        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-      )
-      const url = withDatabase(inject("pgAdminUrl"), name)
+      const url = yield* scratchDatabase("t_cli_w", "template")
       const rawKey = randomBytes(32).toString("base64")
       const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
       const Db = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
