@@ -22,30 +22,21 @@ export class ServerUserUnavailable extends Schema.TaggedError<ServerUserUnavaila
 
 const name = "postgres"
 
-const lookUp = () => {
-  const id = (flag: string) => Number(execFileSync("id", [flag, name], { encoding: "utf8", stdio: "pipe" }).trim())
-  return { name, uid: id("-u"), gid: id("-g") }
-}
+const id = (flag: string) => Number(execFileSync("id", [flag, name], { encoding: "utf8", stdio: "pipe" }).trim())
 
 /** The server's OS user, creating `postgres` when running as root and it does not exist yet. */
 export const resolve: Effect.Effect<ServerUser, ServerUserUnavailable> = Effect.suspend(() => {
   if (process.getuid?.() !== 0) return Effect.succeed(undefined)
   return Effect.try({
-    try: lookUp,
-    catch: () => undefined,
-  }).pipe(
-    Effect.catch(() =>
-      Effect.try({
-        try: () => {
-          execFileSync("groupadd", ["-f", name], { stdio: "pipe" })
-          execFileSync("useradd", ["-g", name, name], { stdio: "pipe" })
-          return lookUp()
-        },
-        catch: (e) =>
-          new ServerUserUnavailable({ detail: `it does not exist and could not be created (${String(e)})` }),
-      }),
-    ),
-  )
+    try: () => {
+      if (spawnSync("id", ["-u", name], { stdio: "ignore" }).status !== 0) {
+        execFileSync("groupadd", ["-f", name], { stdio: "pipe" })
+        execFileSync("useradd", ["-g", name, name], { stdio: "pipe" })
+      }
+      return { name, uid: id("-u"), gid: id("-g") }
+    },
+    catch: (e) => new ServerUserUnavailable({ detail: `it could not be found or created (${String(e)})` }),
+  })
 })
 
 /** Options that make a child process run as `user`. */
