@@ -1,12 +1,14 @@
 /**
  * The PostgreSQL connection every bothy service uses: `DATABASE_URL` when it is set, otherwise an
  * embedded PostgreSQL 18 kept under `BOTHY_HOME` (default `.bothy/` in the working folder), whose
- * lifetime is the layer's.
+ * lifetime is the layer's. Either way the first connection is made while the layer is built, so a
+ * server that cannot be reached stops the start with one line naming it and the cause.
  */
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option } from "effect"
-import { parseCount, parseText, setting, variable } from "./BothyConfig.ts"
+import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { envName, parseCount, parseText, setting, variable } from "./BothyConfig.ts"
+import * as DatabaseUnavailable from "./DatabaseUnavailable.ts"
 import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
 import * as Migrations from "./Migrations.ts"
 
@@ -20,13 +22,41 @@ export const external = Effect.map(databaseUrl, Option.isSome)
 /** The folder of the embedded server's state. */
 export const home = setting("home", ".bothy", parseText)
 
-/** Connection pool for `DATABASE_URL`, or for an embedded server started for the layer's lifetime. */
+/**
+ * The server bothy started for itself, if any. `exited` fails when that server exits under the
+ * process (its scope did not stop it); with `DATABASE_URL` it never completes. `bothy worker` waits
+ * on it, so a dead embedded server ends the worker with one line and a non-zero exit.
+ */
+export class DatabaseServer extends Context.Service<
+  DatabaseServer,
+  { readonly embedded: boolean; readonly exited: Effect.Effect<never, EmbeddedPostgres.EmbeddedServerExited> }
+>()("bothy/DatabaseServer") {}
+
+/** A pool whose first connection is made at once, so a bad server, user or database stops the start. */
+const connected = (config: PgClient.PgPoolConfig, target: string, variable?: string) =>
+  PgClient.layerFrom(
+    PgClient.make(config).pipe(
+      Effect.tap((sql) => sql`SELECT 1`),
+      Effect.mapError((e) => DatabaseUnavailable.describe(e, target, variable)),
+    ),
+  )
+
+/**
+ * Connection pool for `DATABASE_URL`, or for an embedded server started for the layer's lifetime;
+ * also `DatabaseServer`. Fails at build with one clear error: `DatabaseUnavailable` naming the server
+ * and the cause, `EmbeddedPortInUse` naming `BOTHY_EMBEDDED_PORT`, or why the embedded server could
+ * not start.
+ */
 export const layer = Layer.unwrap(
   Effect.gen(function* () {
     const url = yield* databaseUrl
     const maxConnections = yield* setting("database.pool_size", "10", parseCount(1, 1000))
     if (Option.isSome(url)) {
-      return PgClient.layer({ url: url.value, maxConnections, applicationName: "bothy" })
+      const target = DatabaseUnavailable.redactedUrl(Redacted.value(url.value)) ?? "a URL that does not parse"
+      return Layer.merge(
+        connected({ url: url.value, maxConnections, applicationName: "bothy" }, target, "DATABASE_URL"),
+        Layer.succeed(DatabaseServer, DatabaseServer.of({ embedded: false, exited: Effect.never })),
+      )
     }
     const dir = yield* home
     const port = yield* setting("embedded_port", "54329", parseCount(1, 65535))
@@ -34,20 +64,31 @@ export const layer = Layer.unwrap(
       dataDir: join(dir, "pg"),
       passwordFile: join(dir, "password"),
       port,
-    })
+    }).pipe(
+      Effect.catchTag("EmbeddedPortInUse", (e) =>
+        Effect.fail(new EmbeddedPostgres.EmbeddedPortInUse({ port: e.port, variable: envName("embedded_port") })),
+      ),
+    )
     yield* Effect.logInfo(
       `embedded PostgreSQL 18 listening on ${server.host}:${server.port} (data in ${server.dataDir}); ` +
         `connect as postgres://postgres@${server.host}:${server.port}/postgres with the password in ${join(dir, "password")}`,
     )
-    return PgClient.layer({
-      host: server.host,
-      port: server.port,
-      username: server.user,
-      password: server.password,
-      database: "postgres",
-      maxConnections,
-      applicationName: "bothy",
-    })
+    const target = `the embedded PostgreSQL at ${server.host}:${server.port}`
+    return Layer.merge(
+      connected(
+        {
+          host: server.host,
+          port: server.port,
+          username: server.user,
+          password: server.password,
+          database: "postgres",
+          maxConnections,
+          applicationName: "bothy",
+        },
+        target,
+      ),
+      Layer.succeed(DatabaseServer, DatabaseServer.of({ embedded: true, exited: server.exited })),
+    )
   }),
 )
 

@@ -48,5 +48,6 @@ export const layer = (settings: Settings, webhooks: WebhookSettings) =>
       ),
     ),
     Layer.provide(Database.migrate),
-    Layer.provide(Layer.merge(BothyConfig.layerWith(settings), Database.layer)),
+    // Kept in the output: the command waits on `Database.DatabaseServer` besides its signals.
+    Layer.provideMerge(Layer.merge(BothyConfig.layerWith(settings), Database.layer)),
   )

@@ -1,7 +1,5 @@
 import { randomBytes } from "node:crypto"
-import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
+import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
@@ -17,34 +15,21 @@ import * as SecretBox from "../../src/SecretBox.ts"
 import { WebhookConfig } from "../../src/WebhookConfig.ts"
 import { Webhooks } from "../../src/Webhooks.ts"
 import { withDatabase } from "../support/DatabaseUrl.ts"
+import * as EmbeddedWorker from "../support/EmbeddedWorker.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { adminSql } from "../support/TestDatabase.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
-const freePort = Effect.callback<number>((resume) => {
-  const server = createServer().listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    server.close(() => resume(Effect.succeed(typeof address === "object" && address ? address.port : 0)))
+/** A database of its own for the command, dropped with the scope: a clone of the migrated template, or empty. */
+const scratchDatabase = (prefix: string, from: "template" | "empty") =>
+  Effect.gen(function* () {
+    const name = `${prefix}_${process.pid}_${Date.now()}`
+    const template = from === "template" ? ` TEMPLATE "${inject("pgTemplate")}"` : ""
+    yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}"${template}`), () =>
+      adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
+    )
+    return withDatabase(inject("pgAdminUrl"), name)
   })
-})
-
-const tempHome = Effect.acquireRelease(
-  Effect.sync(() => {
-    const dir = mkdtempSync(join(tmpdir(), "bothy-cli-"))
-    chmodSync(dir, 0o755)
-    return dir
-  }),
-  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
-)
-
-const isAlive = (pid: number) => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
-}
 
 describe("bothy command", () => {
   it.live("--help lists the commands", () =>
@@ -56,13 +41,41 @@ describe("bothy command", () => {
     }),
   )
 
+  it.live("a bare `bothy` prints its help and exits 0, with nothing on stderr", () =>
+    Effect.gen(function* () {
+      const out = yield* NodeProcess.run(NodeProcess.bothy, [])
+      assert.strictEqual(out.code, 0, out.stderr)
+      assert.match(out.stdout, /SUBCOMMANDS[\s\S]*worker[\s\S]*migrate/)
+      assert.strictEqual(out.stderr, "")
+    }),
+  )
+
+  it.live("BOTHY_LOG_LEVEL sets the log level, --log-level overrides it, and a bad value is one line naming it", () =>
+    Effect.gen(function* () {
+      const url = yield* scratchDatabase("t_cli_l", "template")
+      const quiet = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], {
+        DATABASE_URL: url,
+        BOTHY_LOG_LEVEL: "warn",
+      })
+      assert.strictEqual(quiet.code, 0, quiet.stderr)
+      assert.strictEqual(quiet.stdout, "", "info lines are below warn")
+      const flag = yield* NodeProcess.run(NodeProcess.bothy, ["--log-level", "info", "migrate"], {
+        DATABASE_URL: url,
+        BOTHY_LOG_LEVEL: "warn",
+      })
+      assert.match(flag.stdout, /schema is current/)
+      const bad = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], { DATABASE_URL: url, BOTHY_LOG_LEVEL: "loud" })
+      assert.strictEqual(bad.code, 1)
+      assert.match(
+        bad.stderr,
+        /^bothy: invalid configuration: BOTHY_LOG_LEVEL \(log_level\) = "loud": expected one of all, trace, debug, info, warn, warning, error, fatal, none\n$/,
+      )
+    }).pipe(Effect.scoped),
+  )
+
   it.live("migrate applies the migrations to DATABASE_URL once; a second run is a no-op", () =>
     Effect.gen(function* () {
-      const name = `t_cli_${process.pid}_${Date.now()}`
-      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}"`), () =>
-        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-      )
-      const url = withDatabase(inject("pgAdminUrl"), name)
+      const url = yield* scratchDatabase("t_cli", "empty")
       const first = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], { DATABASE_URL: url })
       assert.strictEqual(first.code, 0, first.stderr)
       assert.include(first.stdout, `applied migrations: ${Object.keys(Migrations.migrations).join(", ")}`)
@@ -80,16 +93,16 @@ describe("bothy command", () => {
 
   it.live("a bad setting stops the worker with one line naming the key, before any server starts", () =>
     Effect.gen(function* () {
-      const home = yield* tempHome
+      const home = yield* EmbeddedWorker.home
       const out = yield* NodeProcess.run(NodeProcess.bothy, ["worker"], {
-        BOTHY_HOME: join(home, "state"),
+        BOTHY_HOME: home,
         BOTHY_CONSUMER_BATCH_SIZE: "lots",
       })
       assert.strictEqual(out.code, 1)
       const lines = out.stderr.split("\n").filter((l) => l.trim().length > 0)
       assert.strictEqual(lines.length, 1, out.stderr)
       assert.match(lines[0]!, /BOTHY_CONSUMER_BATCH_SIZE \(consumer\.batch_size\) = "lots"/)
-      assert.isFalse(existsSync(join(home, "state")), "no embedded server was initialised")
+      assert.isFalse(existsSync(home), "no embedded server was initialised")
     }).pipe(Effect.scoped),
   )
 
@@ -97,22 +110,18 @@ describe("bothy command", () => {
     "without DATABASE_URL the worker runs an embedded PostgreSQL and SIGTERM or SIGINT stop both cleanly",
     () =>
       Effect.gen(function* () {
-        const home = join(yield* tempHome, ".bothy")
-        const port = yield* freePort
+        const home = yield* EmbeddedWorker.home
         for (const signal of ["SIGTERM", "SIGINT"] as const) {
-          const worker = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], {
-            BOTHY_HOME: home,
-            BOTHY_EMBEDDED_PORT: String(port),
-          })
-          yield* worker.waitFor(new RegExp(`embedded PostgreSQL 18 listening on 127\\.0\\.0\\.1:${port}`))
-          yield* worker.waitFor(/worker running/)
-          const pgPid = Number(readFileSync(join(home, "pg", "postmaster.pid"), "utf8").split("\n")[0])
-          assert.isTrue(isAlive(pgPid))
+          const { worker, port } = yield* EmbeddedWorker.start({ BOTHY_HOME: home }, { detached: false })
+          const { dataDir, postmaster } = yield* EmbeddedWorker.running(worker)
+          assert.strictEqual(dataDir, join(home, "pg"))
+          assert.match(worker.stdout(), new RegExp(`embedded PostgreSQL 18 listening on 127\\.0\\.0\\.1:${port}`))
+          assert.isTrue(NodeProcess.groupAlive(postmaster))
           worker.child.kill(signal)
           const out = yield* worker.exited
           assert.strictEqual(out.code, 0, `${signal}: ${out.stderr}`)
-          assert.isFalse(isAlive(pgPid), `${signal}: the embedded server stopped`)
-          assert.isFalse(existsSync(join(home, "pg", "postmaster.pid")), `${signal}: clean shutdown`)
+          assert.isFalse(NodeProcess.groupAlive(postmaster), `${signal}: the embedded server stopped`)
+          assert.isFalse(existsSync(join(dataDir, "postmaster.pid")), `${signal}: clean shutdown`)
         }
       }).pipe(Effect.scoped),
     120_000,
@@ -120,11 +129,7 @@ describe("bothy command", () => {
 
   it.live("the worker delivers a signed webhook end to end: append, webhooks consumer, delivery job, receiver", () =>
     Effect.gen(function* () {
-      const name = `t_cli_w_${process.pid}_${Date.now()}`
-      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
-        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-      )
-      const url = withDatabase(inject("pgAdminUrl"), name)
+      const url = yield* scratchDatabase("t_cli_w", "template")
       const rawKey = randomBytes(32).toString("base64")
       const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
       const Db = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })

@@ -1,6 +1,8 @@
 /**
  * Runs a TypeScript entry module as a child process (real signals, real exit codes, SIGKILL), with
- * the Node 24 that runs the tests.
+ * the Node 24 that runs the tests. A `detached` child leads its own process group, as a command
+ * started from a terminal does, so a test can signal the whole group the way Ctrl-C does; whatever
+ * is left of the group when the scope closes is killed.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
@@ -25,12 +27,25 @@ export interface Running {
   readonly exited: Effect.Effect<Finished>
 }
 
-export const start = (entry: string, args: ReadonlyArray<string>, env: Record<string, string | undefined>) =>
+export interface StartOptions {
+  /** Its own process group (its pid is the group's id). */
+  readonly detached?: boolean
+  readonly cwd?: string
+}
+
+export const start = (
+  entry: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string | undefined>,
+  options: StartOptions = {},
+) =>
   Effect.acquireRelease(
     Effect.sync((): Running => {
       const child = spawn(process.execPath, [entry, ...args], {
         env: { ...process.env, DATABASE_URL: undefined, ...env },
         stdio: ["ignore", "pipe", "pipe"],
+        detached: options.detached === true,
+        ...(options.cwd === undefined ? {} : { cwd: options.cwd }),
       })
       let stdout = ""
       let stderr = ""
@@ -72,8 +87,30 @@ export const start = (entry: string, args: ReadonlyArray<string>, env: Record<st
         exited: Effect.promise(() => exit),
       }
     }),
-    ({ child }) => Effect.sync(() => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL")),
+    ({ child }) =>
+      Effect.sync(() => {
+        if (options.detached === true && child.pid !== undefined) killGroup(child.pid)
+        else if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL")
+      }),
   )
+
+/** Whether any process of the group `pgid` is still alive. */
+export const groupAlive = (pgid: number) => {
+  try {
+    process.kill(-pgid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+const killGroup = (pgid: number) => {
+  try {
+    process.kill(-pgid, "SIGKILL")
+  } catch {
+    // Nothing left of it.
+  }
+}
 
 /** Runs to completion. */
 export const run = (entry: string, args: ReadonlyArray<string>, env: Record<string, string | undefined> = {}) =>
