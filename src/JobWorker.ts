@@ -196,9 +196,9 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           lapsing = true
           return
         }
-        if (lapsing) yield* Effect.logWarning(`jobs: outcomes are recorded again; worker ${id} renews its lease`)
-        lapsing = false
         yield* JobLease.renew(id, leaseMillis)
+        if (lapsing) yield* Effect.logWarning(`jobs: outcomes are recorded again; worker ${id} renewed its lease`)
+        lapsing = false
       })
 
       const errorOf = (job: ClaimedJob, kind: AttemptError["kind"], message: string, now: number): AttemptError => ({
