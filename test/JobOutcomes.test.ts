@@ -72,7 +72,12 @@ const logCapture = Effect.gen(function* () {
         const line = yield* Queue.take(lines)
         if (line.level === level && line.text.includes(includes)) return line
       }
-    })
+    }).pipe(
+      Effect.timeoutOrElse({
+        duration: "20 seconds",
+        orElse: () => Effect.sync(() => assert.fail(`no ${level} line with "${includes}" was logged`)),
+      }),
+    )
   return { all, waitFor, layer: Logger.layer([logger], { mergeWithExisting: true }) }
 })
 
@@ -113,24 +118,34 @@ const outcomes = (finalized: Queue.Dequeue<ReadonlyArray<JobCompleter.Reported>>
     }),
   )
 
-/** A job kind whose first run waits for `gate`, so that all its jobs finish at once, then does `then`. */
-const gated = <A>(
-  kind: string,
-  args: Schema.Decoder<A>,
-  started: Queue.Enqueue<bigint>,
-  gate: Deferred.Deferred<void>,
-  then: (args: A, job: JobKind.JobInfo) => Effect.Effect<void, unknown>,
-) =>
-  JobKind.make({
+/**
+ * What each test starts from: a log capture, and job kinds whose runs say they started and then
+ * wait for one gate, so that every job of a test can be claimed first and all of them finish at once.
+ */
+const setUp = Effect.gen(function* () {
+  const started = yield* Queue.unbounded<bigint>()
+  const gate = yield* Deferred.make<void>()
+  const kind = <A>(
+    name: string,
+    args: Schema.Decoder<A>,
+    then: (args: A, job: JobKind.JobInfo) => Effect.Effect<void, unknown>,
+  ) =>
+    JobKind.make({
+      kind: name,
+      args,
+      retryDelay: () => Duration.hours(1),
+      run: (a, job) =>
+        Queue.offer(started, job.id).pipe(Effect.andThen(Deferred.await(gate)), Effect.andThen(then(a, job))),
+    })
+  return {
+    jobs: yield* Jobs,
+    sql: yield* SqlClient.SqlClient,
+    logs: yield* logCapture,
     kind,
-    args,
-    retryDelay: () => Duration.hours(1),
-    run: (a, job) =>
-      Queue.offer(started, job.id).pipe(Effect.andThen(Deferred.await(gate)), Effect.andThen(then(a, job))),
-  })
-
-const takeN = <A>(queue: Queue.Dequeue<A>, n: number) =>
-  Effect.forEach(Array.from({ length: n }), () => Queue.take(queue))
+    allStarted: (n: number) => Effect.forEach(Array.from({ length: n }), () => Queue.take(started)),
+    open: Deferred.succeed(gate, undefined),
+  }
+})
 
 /** Holds a row lock on job `id` in a transaction of its own until the returned effect releases it. */
 const lockRow = (id: bigint) =>
@@ -156,21 +171,15 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
     "JobsUnstorableErrorDoesNotWedgeWorker: NUL, lone-surrogate and huge error texts are recorded storable and capped, with the other outcomes of their batch, and the worker shuts down",
     () =>
       Effect.gen(function* () {
-        const jobs = yield* Jobs
-        const sql = yield* SqlClient.SqlClient
-        const logs = yield* logCapture
-        const started = yield* Queue.unbounded<bigint>()
-        const gate = yield* Deferred.make<void>()
+        const { jobs, sql, logs, kind, allStarted, open } = yield* setUp
         const texts: Record<string, string> = {
           nul: "bad\u0000byte",
           surrogate: "half \ud83d pair",
           huge: `${"x".repeat(1_000_000)}\u0000`,
         }
-        const odd = gated(
+        const odd = kind(
           "odd.failure",
           Schema.Struct({ text: Schema.String, how: Schema.Literals(["fail", "die", "cancel"]) }),
-          started,
-          gate,
           ({ text, how }) =>
             how === "fail"
               ? Effect.fail(new Error(texts[text]))
@@ -178,7 +187,7 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
                 ? Effect.die(texts[text])
                 : Effect.fail(new JobKind.JobCancel({ reason: `${texts.nul} ${texts.surrogate}` })),
         )
-        const plain = gated("plain", Schema.Struct({}), started, gate, () => Effect.void)
+        const plain = kind("plain", Schema.Struct({}), () => Effect.void)
         yield* jobs.insert([
           { kind: "odd.failure", queue: "odd", args: { text: "nul", how: "fail" }, maxAttempts: 1, uniqueKey: "nul" },
           { kind: "odd.failure", queue: "odd", args: { text: "surrogate", how: "fail" }, uniqueKey: "surrogate" },
@@ -191,8 +200,8 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
         const [kept] = yield* idsOf("plain")
 
         const { finalized, scope, worker } = yield* startWorker([odd, plain], "odd", { provide: logs.layer })
-        yield* takeN(started, 6)
-        yield* Deferred.succeed(gate, undefined)
+        yield* allStarted(6)
+        yield* open
         const batches = yield* outcomes(finalized, 6)
         assert.strictEqual(batches.length, 1, "the six outcomes went out as one batch")
         assert.deepStrictEqual(
@@ -237,28 +246,22 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
     "JobsUnstorableErrorDoesNotWedgeWorker: outcome rows the database refuses are split off and recorded as placeholders (or, refused even so, lost), logged at error level with their job ids and counted, while the rest of their batch lands",
     () =>
       Effect.gen(function* () {
-        const jobs = yield* Jobs
-        const sql = yield* SqlClient.SqlClient
-        const logs = yield* logCapture
-        const started = yield* Queue.unbounded<bigint>()
-        const gate = yield* Deferred.make<void>()
+        const { jobs, sql, logs, kind, allStarted, open } = yield* setUp
         const ranBefore = new Set<bigint>()
         // What each one's snooze cannot be written as: a time past the year 9999 (PostgreSQL refuses
         // the ISO form JavaScript gives it), no time at all (an invalid Date, which cannot even be
         // written out), and an attempt given back past `smallint` (a job snoozed 32,742 times).
         const delays = { far: Duration.days(365 * 10_000), never: Duration.infinity, worn: Duration.seconds(1) }
-        const refused = gated(
+        const refused = kind(
           "refused.snooze",
           Schema.Struct({ how: Schema.Literals(["far", "never", "worn"]) }),
-          started,
-          gate,
           ({ how }, job) => {
             if (ranBefore.has(job.id)) return Effect.void
             ranBefore.add(job.id)
             return Effect.fail(new JobKind.JobSnooze({ delay: delays[how] }))
           },
         )
-        const plain = gated("plain.mate", Schema.Struct({}), started, gate, () => Effect.void)
+        const plain = kind("plain.mate", Schema.Struct({}), () => Effect.void)
         yield* jobs.insert([
           { kind: "refused.snooze", queue: "refused", args: { how: "far" }, maxAttempts: 1, uniqueKey: "far" },
           { kind: "refused.snooze", queue: "refused", args: { how: "never" }, maxAttempts: 1, uniqueKey: "never" },
@@ -274,7 +277,7 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
         const lostBefore = yield* counted(JobMetrics.outcomesLost)
 
         const { finalized, scope } = yield* startWorker([refused, plain], "refused", { provide: logs.layer })
-        yield* takeN(started, 6)
+        yield* allStarted(6)
         // Once claimed, one row refuses every change, as a host's trigger might make it.
         yield* sql.unsafe(`
           CREATE FUNCTION refuse_change() RETURNS trigger LANGUAGE plpgsql AS
@@ -282,7 +285,7 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
         yield* sql.unsafe(`
           CREATE TRIGGER unchangeable BEFORE UPDATE OR DELETE ON jobs FOR EACH ROW
           WHEN (OLD.unique_key = 'unchangeable') EXECUTE FUNCTION refuse_change()`)
-        yield* Deferred.succeed(gate, undefined)
+        yield* open
         const [batch] = yield* outcomes(finalized, 6)
         assert.strictEqual(batch!.length, 6, "the six outcomes went out as one batch")
         const refusedIds = new Set(ids.values())
@@ -350,13 +353,9 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
     "JobsUnstorableErrorDoesNotWedgeWorker: while its outcomes cannot be recorded, the worker lets its lease run out so that its running jobs are rescued, and renews it once they are recorded",
     () =>
       Effect.gen(function* () {
-        const jobs = yield* Jobs
-        const sql = yield* SqlClient.SqlClient
-        const logs = yield* logCapture
-        const started = yield* Queue.unbounded<bigint>()
-        const gate = yield* Deferred.make<void>()
-        const blocked = gated("blocked", Schema.Struct({}), started, gate, () => Effect.void)
-        const long = gated("long", Schema.Struct({}), started, gate, () => Effect.never)
+        const { jobs, sql, logs, kind, allStarted, open } = yield* setUp
+        const blocked = kind("blocked", Schema.Struct({}), () => Effect.void)
+        const long = kind("long", Schema.Struct({}), () => Effect.never)
         yield* jobs.insert([
           { kind: "blocked", queue: "stuck", args: {} },
           { kind: "long", queue: "stuck", args: {} },
@@ -369,10 +368,10 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
           lease: "2 seconds",
           shutdownTimeout: "100 millis",
         })
-        yield* takeN(started, 2)
+        yield* allStarted(2)
         // The completion of `blocked` waits for a row lock, as behind someone's open transaction.
         const unlock = yield* lockRow(b!.id)
-        yield* Deferred.succeed(gate, undefined)
+        yield* open
 
         yield* logs.waitFor("Error", `worker ${worker.id} stops renewing its lease and claiming`)
         yield* logs.waitFor("Warn", "rescued 1 jobs of workers whose lease expired")
@@ -402,12 +401,9 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
     "JobsUnstorableErrorDoesNotWedgeWorker: shutdown ends within its timeout while the database refuses outcomes; it gives them up with their job ids and releases the lease, so the rescuer takes the jobs",
     () =>
       Effect.gen(function* () {
-        const jobs = yield* Jobs
+        const { jobs, sql, logs, kind, allStarted, open } = yield* setUp
         const db = yield* TestDatabase.TestDatabase
-        const logs = yield* logCapture
-        const started = yield* Queue.unbounded<bigint>()
-        const gate = yield* Deferred.make<void>()
-        const refusedKind = gated("refused.done", Schema.Struct({}), started, gate, () => Effect.void)
+        const refusedKind = kind("refused.done", Schema.Struct({}), () => Effect.void)
         yield* jobs.insert([{ kind: "refused.done", queue: "refusing", args: {} }])
         const [j] = yield* idsOf("refused.done")
         const lostBefore = yield* counted(JobMetrics.outcomesLost)
@@ -422,9 +418,9 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
           lease: Duration.millis(leaseMillis),
           shutdownTimeout: Duration.millis(shutdownMillis),
         })
-        yield* takeN(started, 1)
+        yield* allStarted(1)
         const unlock = yield* lockRow(j!.id)
-        yield* Deferred.succeed(gate, undefined)
+        yield* open
         yield* logs.waitFor("Warn", "recording 1 outcomes failed")
 
         const begin = yield* Clock.currentTimeMillis
@@ -439,7 +435,6 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
         assert.strictEqual((yield* counted(JobMetrics.outcomesLost)) - lostBefore, 1)
 
         yield* unlock
-        const sql = yield* SqlClient.SqlClient
         assert.deepStrictEqual(yield* sql`SELECT 1 FROM job_workers WHERE id = ${worker.id}`, [], "lease released")
         const rescued = yield* JobLease.rescue()
         assert.deepStrictEqual(
