@@ -126,21 +126,21 @@ export const make = Effect.fnUntraced(function* (options: JobCompleterOptions = 
         continue
       }
       writes.shift()
-      const [only] = next.group
-      if (next.refused !== undefined && only !== undefined) {
+      const only = next.group[0]!
+      if (next.group.length > 1) {
+        const half = Math.ceil(next.group.length / 2)
+        writes.unshift({ group: next.group.slice(0, half) }, { group: next.group.slice(half) })
+      } else if (next.refused === undefined) {
+        yield* Effect.logError(
+          `jobs: the database refused the outcome of ${describe(only)}: ${refused}; recording a placeholder instead`,
+        ).pipe(Effect.annotateLogs({ "job.id": String(only.id) }))
+        writes.unshift({ group: next.group, refused })
+      } else {
         recorded.set(only, "lost")
         yield* lose(
           [only],
           `jobs: the database refused even the placeholder of ${describe(only)}: ${refused}; no statement can change its row, so the job stays as it is`,
         )
-      } else if (next.group.length > 1) {
-        const half = Math.ceil(next.group.length / 2)
-        writes.unshift({ group: next.group.slice(0, half) }, { group: next.group.slice(half) })
-      } else if (only !== undefined) {
-        yield* Effect.logError(
-          `jobs: the database refused the outcome of ${describe(only)}: ${refused}; recording a placeholder instead`,
-        ).pipe(Effect.annotateLogs({ "job.id": String(only.id) }))
-        writes.unshift({ group: next.group, refused })
       }
     }
     takenAt = undefined
