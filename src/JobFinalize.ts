@@ -14,17 +14,37 @@
  *
  * The completion of a deleted row is still compare-and-set (`state = 'running' AND attempt = n`),
  * and a stale outcome for a row that is gone finds nothing, so it changes nothing either.
+ *
+ * An error's text comes from whatever the job failed with, so it is made storable before it goes
+ * out (NUL and unpaired surrogates, which `jsonb` refuses and which would fail the whole statement,
+ * become U+FFFD) and capped at `maxErrorMessageLength`. An outcome the database still refuses is
+ * what `placeholder` is for (see `JobCompleter`).
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import { storable } from "./StorableText.ts"
 
 /** What an attempt left behind on the row's `errors`. */
 export interface AttemptError {
   readonly attempt: number
   readonly at: string
-  readonly kind: "failure" | "defect" | "timeout" | "cancelled" | "bad_args" | "interrupted" | "rescued"
+  readonly kind:
+    | "failure"
+    | "defect"
+    | "timeout"
+    | "cancelled"
+    | "bad_args"
+    | "interrupted"
+    | "rescued"
+    | "unrecordable"
   readonly message: string
 }
+
+/**
+ * UTF-16 code units of an error's message that are kept: 25 attempts of a failing job then add up
+ * to about 100 KiB of `errors`, which every later outcome of the job rewrites.
+ */
+export const maxErrorMessageLength = 4096
 
 export type Outcome =
   | { readonly _tag: "Completed" }
@@ -96,7 +116,10 @@ const update = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
       n: attempt,
       s: stateOf[outcome._tag],
       at: "at" in outcome ? outcome.at.toISOString() : null,
-      e: "error" in outcome ? outcome.error : null,
+      e:
+        "error" in outcome
+          ? { ...outcome.error, message: storable(outcome.error.message, maxErrorMessageLength) }
+          : null,
       // Snooze and release give the attempt back by raising the ceiling: `attempt` only ever grows,
       // which keeps the compare-and-set sound.
       g: outcome._tag === "Snooze" || outcome._tag === "Release" ? 1 : 0,
@@ -124,16 +147,62 @@ const update = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
     SELECT id FROM changed WHERE (SELECT count(*) FROM wake) >= 0`
 })
 
+/** The groups a batch is written in, each by one statement: its completions, and every other outcome. */
+export const byStatement = (batch: ReadonlyArray<Finished>): ReadonlyArray<ReadonlyArray<Finished>> => {
+  const done: Array<Finished> = []
+  const rest: Array<Finished> = []
+  for (const f of batch) (f.outcome._tag === "Completed" ? done : rest).push(f)
+  return [done, rest].filter((group) => group.length > 0)
+}
+
+/**
+ * Writes one group of `byStatement` (or any part of one) in one statement. Returns the ids that
+ * were still theirs to change.
+ */
+export const write = Effect.fnUntraced(function* (group: ReadonlyArray<Finished>) {
+  const rows = group[0]?.outcome._tag === "Completed" ? yield* complete(group) : yield* update(group)
+  return new Set(rows.map((r) => r.id))
+})
+
 /**
  * Applies the outcomes: one statement when they are all completions (the usual batch) or none
  * is, two otherwise. Returns the ids that were still theirs to change.
  */
 export const finalize = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
-  const done: Array<Finished> = []
-  const rest: Array<Finished> = []
-  for (const f of batch) (f.outcome._tag === "Completed" ? done : rest).push(f)
   const applied = new Set<bigint>()
-  if (done.length > 0) for (const r of yield* complete(done)) applied.add(r.id)
-  if (rest.length > 0) for (const r of yield* update(rest)) applied.add(r.id)
+  for (const group of byStatement(batch)) for (const id of yield* write(group)) applied.add(id)
   return applied
+})
+
+/**
+ * Records `finished` without any of its outcome's data, for an outcome the database refused (its
+ * time out of range, its error, giving its attempt back past `smallint`, whatever it was): a final
+ * outcome keeps its state (a completion keeps the row, as `completed`); any other makes the job
+ * `retryable` at once, or `discarded` when its attempts are spent, which is what a rescue does. Its
+ * `errors` get an `unrecordable` entry that says what was refused and why. Compare-and-set like
+ * every outcome; returns the state written, or undefined when the job was no longer this attempt's.
+ */
+export const placeholder = Effect.fnUntraced(function* (finished: Finished, reason: string) {
+  const sql = yield* SqlClient.SqlClient
+  const { id, attempt, outcome } = finished
+  const final = outcome._tag === "Completed" || outcome._tag === "Cancelled" || outcome._tag === "Discarded"
+  const kept = final ? stateOf[outcome._tag] : null
+  const message = storable(`the ${outcome._tag} outcome could not be recorded: ${reason}`, maxErrorMessageLength)
+  const [row] = yield* sql<{ state: string }>`
+    WITH changed AS (
+      UPDATE jobs SET
+        state = coalesce(${kept}::text,
+                         CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'retryable' END)::job_state,
+        scheduled_at = CASE WHEN ${kept}::text IS NULL THEN clock_timestamp() ELSE scheduled_at END,
+        finalized_at = CASE WHEN ${kept}::text IS NOT NULL OR attempt >= max_attempts
+                       THEN clock_timestamp() END,
+        errors = errors || jsonb_build_array(jsonb_build_object(
+          'attempt', attempt, 'at', clock_timestamp(), 'kind', 'unrecordable', 'message', ${message}::text))
+      WHERE id = ${id} AND state = 'running' AND attempt = ${attempt}
+      RETURNING queue, state
+    ), wake AS MATERIALIZED (
+      SELECT pg_notify('jobs', queue) FROM changed WHERE state = 'retryable'
+    )
+    SELECT state::text FROM changed WHERE (SELECT count(*) FROM wake) >= 0`
+  return row?.state
 })

@@ -22,6 +22,18 @@ export const stale = attempts(
 )
 export const rescued = attempts("bothy.jobs.rescued", "running jobs of workers whose lease expired, put back")
 
+/** Outcomes the database refused, recorded as their placeholder instead (see `JobCompleter`). */
+export const outcomePlaceholders = Metric.counter("bothy.jobs.outcome_placeholders", {
+  description: "job outcomes the database refused, recorded as a placeholder instead",
+  incremental: true,
+})
+
+/** Outcomes not recorded at all: refused even as a placeholder, or given up at shutdown. */
+export const outcomesLost = Metric.counter("bothy.jobs.outcomes_lost", {
+  description: "job outcomes not recorded: refused even as a placeholder, or given up when shutdown ran out of time",
+  incremental: true,
+})
+
 /** Runnable jobs per `queue`, sampled. */
 export const queueDepth = Metric.gauge("bothy.jobs.queue_depth", { description: "runnable jobs per queue" })
 

@@ -6,7 +6,8 @@
  *   full fetch) -> claim up to the free slots (plus the prefetch room) -> a fiber per job (held
  *   jobs wait and run in turn in a slot's fiber) -> outcome -> completer
  *   completer: takes whatever outcomes are waiting (one or a thousand) -> one statement (completed
- *   jobs are deleted, see `JobFinalize`) -> repeat
+ *   jobs are deleted, see `JobFinalize`) -> repeat; an outcome the database refuses is split off
+ *   and recorded as a placeholder (see `JobCompleter`)
  *   heartbeat: renews this worker's lease; rescuer: puts back jobs of workers whose lease expired
  *   watchdog: interrupts attempts past their kind's timeout
  *
@@ -21,9 +22,18 @@
  * prefetch is left, so that claims stay large. Worth it for many short jobs, where a claim's round
  * trip costs more than the jobs it brings; for long jobs it only delays them.
  *
- * Shutdown (the layer's scope closing, e.g. on SIGTERM): stop claiming, let running jobs finish
- * up to `shutdownTimeout`, interrupt the rest and put them back without spending their attempt,
- * record every outcome, release the lease.
+ * A worker whose outcomes cannot be recorded gives its jobs up: once the completer's batch in hand
+ * has waited more than a lease (the database refuses or blocks it), the heartbeat stops renewing
+ * the lease and the fetchers stop claiming, so that the lease runs out and the rescuer (of any
+ * worker) puts the jobs back instead of leaving them `running` under a live lease. Both resume
+ * once the batch is recorded.
+ *
+ * Shutdown (the layer's scope closing, e.g. on SIGTERM) ends within `shutdownTimeout` plus one
+ * lease, whatever the database does: stop claiming, let running jobs finish up to
+ * `shutdownTimeout`, interrupt the rest and put them back without spending their attempt; record
+ * every outcome within two thirds of a lease (what is still unrecorded then is given up, logged
+ * with its job id, and left to the rescuer), then release the lease within the last third (if
+ * that fails too, the lease runs out by itself).
  *
  * Scheduling uses the worker's `Clock` (retry and snooze times, and "due" when claiming), so
  * `TestClock` drives backoff in tests; set it to the wall-clock time first, since rows inserted
@@ -53,7 +63,8 @@ import { SqlClient } from "effect/sql"
 import * as JobBackoff from "./JobBackoff.ts"
 import { type ClaimedJob, claim } from "./JobClaim.ts"
 import * as JobCleaner from "./JobCleaner.ts"
-import { type AttemptError, type Finished, finalize, type Outcome } from "./JobFinalize.ts"
+import * as JobCompleter from "./JobCompleter.ts"
+import type { AttemptError, Outcome } from "./JobFinalize.ts"
 import { JobCancel, type JobInfo, type JobKind, JobSnooze } from "./JobKind.ts"
 import * as JobLease from "./JobLease.ts"
 import * as JobMetrics from "./JobMetrics.ts"
@@ -79,8 +90,8 @@ export interface JobWorkerOptions<R> {
   /** How often the cleaner runs. Default 1 minute. */
   readonly cleanerInterval?: Duration.Input
   readonly workerId?: string
-  /** Observes each recorded batch of outcomes, `applied` false where the job was no longer ours. */
-  readonly onFinalized?: (batch: ReadonlyArray<Finished & { readonly applied: boolean }>) => Effect.Effect<void>
+  /** Observes each recorded batch of outcomes, with what became of each (`JobCompleter.Recorded`). */
+  readonly onFinalized?: (batch: ReadonlyArray<JobCompleter.Reported>) => Effect.Effect<void>
 }
 
 export interface QueueOptions {
@@ -169,22 +180,26 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
 
       yield* JobLease.renew(id, leaseMillis)
 
-      // Completer: every outcome waiting when it is free goes out in one statement.
-      const finished = yield* Queue.unbounded<Finished, Cause.Done>()
-      const completer = yield* Effect.gen(function* () {
-        for (;;) {
-          const batch = yield* Queue.takeBetween(finished, 1, 1000)
-          const applied = yield* finalize(batch).pipe(
-            Effect.retry(Schedule.min([Schedule.exponential("50 millis"), Schedule.spaced("5 seconds")])),
-          )
-          const stale = batch.length - applied.size
-          if (stale > 0) yield* Metric.update(JobMetrics.stale, stale)
-          if (options.onFinalized) yield* options.onFinalized(batch.map((f) => ({ ...f, applied: applied.has(f.id) })))
+      // Every outcome waiting when the completer is free goes out in one statement.
+      const completer = yield* JobCompleter.make({ onFinalized: options.onFinalized })
+      // The batch in hand has waited more than a lease: give the jobs up (see the module header).
+      const outcomesStuck = (now: number) => completer.waited(now) > leaseMillis
+      let lapsing = false
+      const heartbeat = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        if (outcomesStuck(now)) {
+          if (!lapsing) {
+            yield* Effect.logError(
+              `jobs: outcomes have waited ${Math.round(completer.waited(now) / 1000)} s to be recorded; worker ${id} stops renewing its lease and claiming until they are, so that its jobs are rescued`,
+            )
+          }
+          lapsing = true
+          return
         }
-      }).pipe(
-        Effect.catchIf(Cause.isDone, () => Effect.void),
-        Effect.forkScoped,
-      )
+        yield* JobLease.renew(id, leaseMillis)
+        if (lapsing) yield* Effect.logWarning(`jobs: outcomes are recorded again; worker ${id} renewed its lease`)
+        lapsing = false
+      })
 
       const errorOf = (job: ClaimedJob, kind: AttemptError["kind"], message: string, now: number): AttemptError => ({
         attempt: job.attempt,
@@ -253,7 +268,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             watched.delete(watch)
             perKind.startToFinish.updateUnsafe(clock.currentTimeMillisUnsafe() - started, context)
             perKind.outcomes[outcome._tag]?.updateUnsafe(1, context)
-            Queue.offerUnsafe(finished, { id: job.id, attempt: job.attempt, outcome })
+            completer.offer({ id: job.id, attempt: job.attempt, outcome })
           }
           const args = perKind.decode(job.args)
           if (Exit.isFailure(args)) {
@@ -294,7 +309,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
                 }
                 watched.delete(watch)
                 const error = errorOf(job, "interrupted", "the worker shut down while the job ran", now)
-                Queue.offerUnsafe(finished, {
+                completer.offer({
                   id: job.id,
                   attempt: job.attempt,
                   outcome: { _tag: "Release", at: new Date(now), error },
@@ -356,14 +371,14 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
           })
           const fetch = Effect.gen(function* () {
             for (;;) {
+              const now = yield* Clock.currentTimeMillis
               const room = concurrency - running + prefetch - held.length
-              if (room <= 0 || held.length > lowWater) {
+              if (room <= 0 || held.length > lowWater || outcomesStuck(now)) {
                 refilling = false
                 return
               }
-              const now = new Date(yield* Clock.currentTimeMillis)
               claiming = true
-              const claimed = yield* claim(queue, kindNames, room, id, now).pipe(
+              const claimed = yield* claim(queue, kindNames, room, id, new Date(now)).pipe(
                 Effect.ensuring(
                   Effect.sync(() => {
                     claiming = false
@@ -398,7 +413,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             yield* Fiber.interrupt(poller)
             const now = yield* Clock.currentTimeMillis
             for (const { job } of held.splice(0)) {
-              yield* Queue.offer(finished, {
+              completer.offer({
                 id: job.id,
                 attempt: job.attempt,
                 outcome: {
@@ -425,7 +440,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
               }
             }
           }).pipe(Effect.delay(Duration.millis(watchTick)), Effect.forever),
-          JobLease.renew(id, leaseMillis).pipe(
+          heartbeat.pipe(
             Effect.catchCause((cause) => Effect.logWarning("jobs: lease renewal failed", cause)),
             Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 3))),
           ),
@@ -464,10 +479,9 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
             Effect.ignore,
           )
           yield* Effect.forEach(producers, (p) => FiberSet.clear(p.jobs), { discard: true })
-          yield* Queue.end(finished)
-          yield* Fiber.join(completer).pipe(Effect.ignore)
+          yield* completer.close(Duration.millis((leaseMillis * 2) / 3))
           yield* Effect.forEach(background, Fiber.interrupt, { discard: true })
-          yield* JobLease.release(id).pipe(Effect.ignore)
+          yield* JobLease.release(id).pipe(Effect.timeout(Duration.millis(leaseMillis / 3)), Effect.ignore)
         }),
       )
 

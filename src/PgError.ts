@@ -23,3 +23,15 @@ export const isNoPartition = (error: SqlError) => {
   const { code, message } = pgFailure(error)
   return code === "23514" && message.includes("no partition of relation")
 }
+
+/**
+ * The statement was refused for the values it carries, so running it again as it is fails again:
+ * a data exception (class `22`: a value out of range or malformed, text `jsonb` cannot hold), an
+ * integrity constraint (`23`), a program limit (`54`: too large), or an error raised by a function
+ * or trigger (`P0`). Anything else (a lost connection, a timeout, a lock, a permission) says
+ * nothing about the values.
+ */
+export const isRefusedValue = (error: SqlError) => {
+  const { code } = pgFailure(error)
+  return code !== undefined && ["22", "23", "54", "P0"].includes(code.slice(0, 2))
+}

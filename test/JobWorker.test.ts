@@ -5,6 +5,7 @@ import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as JobBackoff from "../src/JobBackoff.ts"
 import { claim } from "../src/JobClaim.ts"
+import type * as JobCompleter from "../src/JobCompleter.ts"
 import { type Finished, finalize } from "../src/JobFinalize.ts"
 import * as JobKind from "../src/JobKind.ts"
 import * as JobLease from "../src/JobLease.ts"
@@ -35,7 +36,7 @@ const rows = (kind: string) =>
 
 const row = (kind: string) => Effect.map(rows(kind), (rs) => rs[0]!)
 
-type Batch = ReadonlyArray<Finished & { readonly applied: boolean }>
+type Batch = ReadonlyArray<JobCompleter.Reported>
 
 /** Starts a worker in the current scope; every recorded batch of outcomes arrives on the queue. */
 const startWorker = (kinds: JobWorker.JobWorkerOptions<never>["kinds"], queue: string) =>
@@ -54,7 +55,7 @@ const startWorker = (kinds: JobWorker.JobWorkerOptions<never>["kinds"], queue: s
 const nextOutcome = (finalized: Queue.Dequeue<Batch>) =>
   Effect.map(Queue.take(finalized), (batch) => {
     assert.strictEqual(batch.length, 1)
-    assert.isTrue(batch[0]!.applied)
+    assert.strictEqual(batch[0]!.recorded, "applied")
     return batch[0]!.outcome
   })
 
