@@ -95,12 +95,12 @@ const complete = Effect.fnUntraced(function* (done: ReadonlyArray<Finished>) {
     ), gone AS (
       DELETE FROM jobs
       WHERE id = ANY ((SELECT ids FROM batch)::bigint[]) AND state::text = 'running' AND unique_key IS NULL
-        AND attempt = ((SELECT attempts FROM batch) ->> id::text)::smallint
+        AND attempt = ((SELECT attempts FROM batch) ->> id::text)::int
       RETURNING id
     ), kept AS (
       UPDATE jobs SET state = 'completed', finalized_at = clock_timestamp()
       WHERE id = ANY (ARRAY(SELECT unnest(ids) FROM batch EXCEPT ALL SELECT id FROM gone))
-        AND state::text = 'running' AND attempt = ((SELECT attempts FROM batch) ->> id::text)::smallint
+        AND state::text = 'running' AND attempt = ((SELECT attempts FROM batch) ->> id::text)::int
       RETURNING id
     )
     SELECT id FROM gone UNION ALL SELECT id FROM kept`
@@ -135,7 +135,7 @@ const update = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
         finalized_at = CASE WHEN d.s IN ('cancelled', 'discarded') THEN clock_timestamp() END,
         max_attempts = jobs.max_attempts + d.g,
         errors = CASE WHEN d.e IS NULL THEN jobs.errors ELSE jobs.errors || jsonb_build_array(d.e) END
-      FROM jsonb_to_recordset(${rows}::jsonb) AS d(id bigint, n smallint, s text, at timestamptz, e jsonb, g smallint)
+      FROM jsonb_to_recordset(${rows}::jsonb) AS d(id bigint, n int, s text, at timestamptz, e jsonb, g int)
       WHERE jobs.id = d.id AND jobs.state = 'running' AND jobs.attempt = d.n
       RETURNING jobs.id, jobs.queue, jobs.state, jobs.scheduled_at
     ), wake AS MATERIALIZED (
@@ -176,7 +176,7 @@ export const finalize = Effect.fnUntraced(function* (batch: ReadonlyArray<Finish
 
 /**
  * Records `finished` without any of its outcome's data, for an outcome the database refused (its
- * time out of range, its error, giving its attempt back past `smallint`, whatever it was): a final
+ * time out of range, its error, giving its attempt back past `integer`, whatever it was): a final
  * outcome keeps its state (a completion keeps the row, as `completed`); any other makes the job
  * `retryable` at once, or `discarded` when its attempts are spent, which is what a rescue does. Its
  * `errors` get an `unrecordable` entry that says what was refused and why. Compare-and-set like

@@ -119,7 +119,7 @@ export class Jobs extends Context.Service<
                    CASE WHEN s > clock_timestamp() THEN 'scheduled' ELSE 'available' END::job_state, u, t
             FROM unnest(${column(valid, (j) => j.kind)}::text[], ${column(valid, (j: JobInsert) => j.queue)}::text[],
                         ${column(valid, (j) => JSON.stringify(j.args))}::text[],
-                        ${column(valid, (j) => j.priority)}::int2[], ${column(valid, (j: JobInsert) => j.maxAttempts)}::int2[],
+                        ${column(valid, (j) => j.priority)}::int2[], ${column(valid, (j: JobInsert) => j.maxAttempts)}::int4[],
                         ${column(valid, (j) => j.scheduledAt)}::timestamptz[], ${column(valid, (j: JobInsert) => j.uniqueKey)}::text[],
                         ${column(valid, (j) => j.traceParent)}::text[]) AS r(k, q, a, p, m, s, u, t)
             ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING

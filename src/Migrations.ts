@@ -17,6 +17,7 @@ import webhooks from "../migrations/0006_webhooks.ts"
 import webhookDrains from "../migrations/0007_webhook_drains.ts"
 import webhookDrainRelease from "../migrations/0008_webhook_drain_release.ts"
 import webhookSealingKey from "../migrations/0010_webhook_sealing_key.ts"
+import jobsAttemptInteger from "../migrations/0011_jobs_attempt_integer.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -28,6 +29,7 @@ export const migrations = {
   "0007_webhook_drains": webhookDrains,
   "0008_webhook_drain_release": webhookDrainRelease,
   "0010_webhook_sealing_key": webhookSealingKey,
+  "0011_jobs_attempt_integer": jobsAttemptInteger,
 } as const
 
 /** The table in which the migrator records applied migrations. */

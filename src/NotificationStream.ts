@@ -9,7 +9,7 @@
  *   connect -> LISTEN every channel -> wake every subscriber -> deliver ... -> lost -> backoff -> connect
  */
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { Context, type Duration, Effect, Layer, Option, Queue, Ref, Schedule, type Scope } from "effect"
+import { Cause, Context, type Duration, Effect, Layer, Option, Queue, Ref, Schedule, type Scope } from "effect"
 
 export type Wake =
   /** A notification on the channel, with its payload. */
@@ -18,6 +18,25 @@ export type Wake =
   | { readonly _tag: "Connected" }
 
 type Handler = (wake: Wake) => Effect.Effect<void>
+
+/**
+ * One line at warn (a lost connection is expected now and then, and retried), the whole cause at
+ * debug: a server that goes away would otherwise print a stack trace at every reconnect attempt.
+ */
+const logLoss = (what: string, cause: Cause.Cause<unknown>) =>
+  Effect.logWarning(`${what} (${reasons(Cause.squash(cause))})`).pipe(Effect.andThen(Effect.logDebug(what, cause)))
+
+/** The distinct messages along an error's causes (an `SqlError` keeps PostgreSQL's under `reason`). */
+const reasons = (error: unknown): string => {
+  const seen: Array<string> = []
+  let e: unknown = error
+  for (let depth = 0; depth < 6 && e !== null && typeof e === "object"; depth++) {
+    const message = "message" in e && typeof e.message === "string" ? e.message : undefined
+    if (message !== undefined && !seen.some((m) => m.includes(message))) seen.push(message)
+    e = "cause" in e && e.cause !== undefined ? e.cause : "reason" in e ? e.reason : undefined
+  }
+  return seen.join(": ") || String(error)
+}
 
 export class NotificationStream extends Context.Service<
   NotificationStream,
@@ -71,12 +90,12 @@ export class NotificationStream extends Context.Service<
                   Effect.forever,
                 ),
               ),
-            ).pipe(Effect.catchCause((cause) => Effect.logWarning("LISTEN connection lost; reconnecting", cause)))
+            ).pipe(Effect.catchCause((cause) => logLoss("LISTEN connection lost; reconnecting", cause)))
           }).pipe(Effect.ensuring(Ref.set(pid, Option.none()))),
         )
 
         yield* session.pipe(
-          Effect.tapCause((cause) => Effect.logWarning("LISTEN connection failed", cause)),
+          Effect.tapCause((cause) => logLoss("LISTEN connection failed", cause)),
           Effect.retry(
             Schedule.min([Schedule.exponential(reconnect.base), Schedule.spaced(reconnect.cap)]).pipe(
               Schedule.jittered,

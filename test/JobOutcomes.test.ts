@@ -250,7 +250,7 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
         const ranBefore = new Set<bigint>()
         // What each one's snooze cannot be written as: a time past the year 9999 (PostgreSQL refuses
         // the ISO form JavaScript gives it), no time at all (an invalid Date, which cannot even be
-        // written out), and an attempt given back past `smallint` (a job snoozed 32,742 times).
+        // written out), and an attempt given back past `integer` (a job snoozed two billion times).
         const delays = { far: Duration.days(365 * 10_000), never: Duration.infinity, worn: Duration.seconds(1) }
         const refused = kind(
           "refused.snooze",
@@ -272,7 +272,7 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
         ])
         const ids = new Map((yield* idsOf("refused.snooze")).map((r) => [r.key, r.id]))
         const [mate, , unchangeable] = yield* idsOf("plain.mate")
-        yield* sql`UPDATE jobs SET attempt = 32741, max_attempts = 32767 WHERE id = ${ids.get("worn")!}`
+        yield* sql`UPDATE jobs SET attempt = 2147483000, max_attempts = 2147483647 WHERE id = ${ids.get("worn")!}`
         const placeholdersBefore = yield* counted(JobMetrics.outcomePlaceholders)
         const lostBefore = yield* counted(JobMetrics.outcomesLost)
 
@@ -323,7 +323,7 @@ layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
         const why = {
           far: "time zone displacement out of range",
           never: "RangeError: Invalid time value",
-          worn: "smallint out of range",
+          worn: "integer out of range",
         }
         for (const [how, id] of ids) {
           const r = (yield* rowOf(id))!
