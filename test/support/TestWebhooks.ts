@@ -4,7 +4,7 @@
  */
 import { randomBytes } from "node:crypto"
 import type { PgClient } from "@effect/sql-pg"
-import { type Duration, Effect, Layer, Redacted } from "effect"
+import { type Duration, Effect, Layer, Queue, Redacted } from "effect"
 import * as Consumer from "../../src/Consumer.ts"
 import { EventLog } from "../../src/EventLog.ts"
 import { Jobs } from "../../src/Jobs.ts"
@@ -38,3 +38,25 @@ export const layer = (
 /** One round of the `webhooks` consumer, run by hand so a test can act between round and job. */
 export const round = (batchSize = 10_000) =>
   Effect.flatMap(Consumer.makeRound(WebhooksConsumer.roundOptions({ batchSize })), (r) => r)
+
+/**
+ * Wake-ups for tests that wait on drainers: pass `onRecorded` to the drain job
+ * (`DrainOptions.onRecorded`) and `onFinalized` to the job worker; `until(condition)` checks the
+ * condition after each of their signals (and once at first) until it holds, so nothing sleeps and
+ * no signal between a check and the wait is missed. It fails after `timeout`, a guard against a
+ * hang, not a speed target.
+ */
+export const signals = Effect.gen(function* () {
+  const wakes = yield* Queue.unbounded<void>()
+  const poke = () => Queue.offer(wakes, undefined).pipe(Effect.asVoid)
+  const until = <E, R>(condition: Effect.Effect<boolean, E, R>, timeout: Duration.Input = "60 seconds") =>
+    Effect.gen(function* () {
+      while (!(yield* condition)) {
+        yield* Queue.take(wakes)
+        yield* Queue.clear(wakes)
+      }
+    }).pipe(Effect.timeout(timeout))
+  return { onRecorded: poke, onFinalized: poke, until }
+})
+
+export type Signals = Effect.Success<typeof signals>
