@@ -737,19 +737,24 @@ export const makeWith = (options: DrainOptions = {}) =>
         }),
       )
 
-    /** Refusals and redirects are the target's configuration: the operator hears of them, once a minute. */
-    const warnAbout = (subscriptionId: string, { result }: Sent) =>
-      result.errorClass === "blocked_ip"
+    /**
+     * Refusals and redirects are the target's configuration: the operator hears of them, once a
+     * minute per subscription. Only the origin is named: a URL's path may hold a secret.
+     */
+    const warnAbout = (subscriptionId: string, { head, result }: Sent) => {
+      const target = `webhooks: subscription ${subscriptionId} (${URL.parse(head.url)?.origin ?? "bad URL"})`
+      return result.errorClass === "blocked_ip"
         ? warn(
             subscriptionId,
-            `webhooks: subscription ${subscriptionId}: ${result.refusal ?? "target refused"}; its deliveries wait for retries`,
+            `${target}: target refused (${result.refusal ?? "blocked"}); its deliveries wait for retries`,
           )
         : result.errorClass === "redirect"
           ? warn(
               subscriptionId,
-              `webhooks: subscription ${subscriptionId}: the endpoint answered ${result.status} (redirects are not followed); its deliveries wait for retries`,
+              `${target}: the endpoint answered ${result.status}, and redirects are not followed; its deliveries wait for retries`,
             )
           : Effect.void
+    }
 
     const headAge = (subscriptionId: string, seconds: number) =>
       Metric.update(Metric.withAttributes(WebhookMetrics.headAge, { subscription: subscriptionId }), seconds)

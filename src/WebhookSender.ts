@@ -45,7 +45,7 @@ export interface SendResult {
   readonly durationMs: number
   /** The raw `Retry-After` header, for the caller to interpret. */
   readonly retryAfter: string | undefined
-  /** Why the target policy refused it (`blocked_ip`), for the operator's log. */
+  /** Why the target policy refused it (`blocked_ip`): reason and detail, without the URL (its path may hold a secret). */
   readonly refusal?: string
 }
 
@@ -92,6 +92,8 @@ const failed = (errorClass: ErrorClass, refusal?: string): Outcome => ({
   retryAfter: undefined,
   ...(refusal === undefined ? {} : { refusal }),
 })
+
+const refusalOf = (e: UnsafeWebhookTarget) => `${e.reason}: ${e.detail}`
 
 const decoder = new TextDecoder("utf-8")
 
@@ -223,7 +225,7 @@ const attempt = (
   if (Result.isFailure(target)) {
     return Effect.as(
       Effect.logDebug("webhook target refused", target.failure.message),
-      failed("blocked_ip", target.failure.message),
+      failed("blocked_ip", refusalOf(target.failure)),
     )
   }
   const exchangeWith = (agent: Agent) =>
@@ -243,10 +245,10 @@ const attempt = (
   return sent.pipe(
     Effect.catch((error) => {
       const errorClass = classify(error)
-      const refused = chainOf(error).find((e) => e instanceof UnsafeWebhookTarget)
+      const refused = chainOf(error).find((e): e is UnsafeWebhookTarget => e instanceof UnsafeWebhookTarget)
       return Effect.as(
         Effect.logDebug("webhook send failed", errorClass, String(error)),
-        failed(errorClass, refused?.message),
+        failed(errorClass, refused === undefined ? undefined : refusalOf(refused)),
       )
     }),
     Effect.timeoutOrElse({ duration: limits.totalTimeout, orElse: () => Effect.succeed(failed("timeout")) }),

@@ -22,6 +22,8 @@ export const layer = (
   options: {
     readonly retrySteps?: ReadonlyArray<Duration.Duration>
     readonly pool?: Partial<PgClient.PgPoolConfig>
+    /** A database with no schema yet, for tests of a migration (default: the migrated template's clone). */
+    readonly empty?: boolean
   } = {},
 ) =>
   Layer.mergeAll(Webhooks.layer, PermissionGrants.layer, EventLog.layer, Jobs.layer, NotificationStream.layer()).pipe(
@@ -32,7 +34,9 @@ export const layer = (
         ...(options.retrySteps === undefined ? {} : { retrySteps: options.retrySteps }),
       }),
     ),
-    Layer.provideMerge(TestDatabase.layer(options.pool)),
+    Layer.provideMerge(
+      options.empty === true ? TestDatabase.layerEmpty(options.pool) : TestDatabase.layer(options.pool),
+    ),
   )
 
 /** One round of the `webhooks` consumer, run by hand so a test can act between round and job. */

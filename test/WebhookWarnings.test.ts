@@ -1,0 +1,103 @@
+import { assert, layer } from "@effect/vitest"
+import { Duration, Effect, Logger } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
+import { EventLog } from "../src/EventLog.ts"
+import type { JobInfo } from "../src/JobKind.ts"
+import * as PermissionGrants from "../src/PermissionGrants.ts"
+import { webhookDeliver } from "../src/Permissions.ts"
+import { WebhookConfig } from "../src/WebhookConfig.ts"
+import * as WebhookDelivery from "../src/WebhookDelivery.ts"
+import { Webhooks } from "../src/Webhooks.ts"
+import * as TestWebhooks from "./support/TestWebhooks.ts"
+import * as WebhookReceiver from "./support/WebhookReceiver.ts"
+
+const Live = TestWebhooks.layer()
+
+layer(Live, { excludeTestServices: true })("Webhook warnings", (it) => {
+  it.effect(
+    "WebhookRefusalWarnsOncePerMinute: a refused target and a redirect are warnings, at most once per subscription a minute by the Clock",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(Date.now())
+        const sql = yield* SqlClient.SqlClient
+        const config = yield* WebhookConfig
+        const warnings: Array<string> = []
+        const capture = Logger.make(({ logLevel, message }) => {
+          if (logLevel === "Warn") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
+        })
+        const redirecting = yield* WebhookReceiver.start(() => ({
+          status: 302,
+          headers: { location: "http://10.0.0.1/" },
+        }))
+        const subscribe = (path: string, space: string) =>
+          Effect.gen(function* () {
+            yield* PermissionGrants.grant("owner-w", webhookDeliver, space)
+            return yield* (yield* Webhooks).create({
+              owner: "owner-w",
+              url: redirecting.url(path),
+              scope: [space],
+              eventTypes: [],
+            })
+          })
+        // Created while plain http to loopback is allowed; the drainer's policy refuses it.
+        const refused = yield* subscribe("/refused", "warn-a")
+        const redirected = yield* subscribe("/redirect", "warn-b")
+        for (const space of ["warn-a", "warn-b"]) {
+          yield* (yield* EventLog).append([{ space, type: "item.created", actor: "a", payload: {} }])
+        }
+        yield* TestWebhooks.round()
+        const kind = yield* WebhookDelivery.makeWith({ linger: 0 })
+        const strict = yield* WebhookDelivery.makeWith({ linger: 0 }).pipe(
+          Effect.provideService(WebhookConfig, {
+            ...config,
+            policy: { allowHttpLoopback: false, allowCidrs: [], allowHosts: [] },
+          }),
+        )
+        const jobOf = (subscription: string) =>
+          Effect.map(
+            sql<{ id: bigint }>`SELECT id FROM jobs WHERE args->>'subscription' = ${subscription}`,
+            ([job]): JobInfo => ({
+              id: job!.id,
+              kind: kind.kind,
+              queue: "webhooks",
+              attempt: 1,
+              maxAttempts: 25,
+              createdAt: new Date(),
+            }),
+          )
+        const refusedJob = yield* jobOf(refused.id)
+        const redirectedJob = yield* jobOf(redirected.id)
+        // One attempt of each, as the job runtime would run them; each snoozes for its retry.
+        const attempts = Effect.gen(function* () {
+          yield* strict
+            .run({ subscription: refused.id }, refusedJob)
+            .pipe(Effect.catchTag("JobSnooze", () => Effect.void))
+          yield* kind
+            .run({ subscription: redirected.id }, redirectedJob)
+            .pipe(Effect.catchTag("JobSnooze", () => Effect.void))
+        }).pipe(Effect.provide(Logger.layer([capture])))
+
+        yield* attempts
+        assert.strictEqual(warnings.length, 2, warnings.join("\n"))
+        assert.include(warnings[0], refused.id)
+        assert.include(warnings[0], "HttpNotAllowed")
+        assert.include(warnings[1], redirected.id)
+        assert.include(warnings[1], "302")
+        for (const w of warnings) assert.notInclude(w, "/re", "no path in the log: it may hold a secret")
+        // Within the minute: attempted again, nothing more said.
+        yield* TestClock.adjust(Duration.seconds(59))
+        yield* attempts
+        assert.strictEqual(warnings.length, 2, "at most once a minute per subscription")
+        yield* TestClock.adjust(Duration.seconds(1))
+        yield* attempts
+        assert.strictEqual(warnings.length, 4, "and again after the minute")
+        assert.deepStrictEqual(
+          redirecting.log.map((r) => r.path),
+          ["/redirect", "/redirect", "/redirect"],
+          "nothing reached the refused target; the redirect was not followed",
+        )
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+    60_000,
+  )
+})
