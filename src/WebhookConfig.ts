@@ -105,14 +105,14 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
       parseCount(1, 10_000),
     )
     const maxInFlightPerOwner = yield* setting(
-      "webhook.max_in_flight_per_owner",
+      "webhook.owner_max_in_flight",
       String(deliveryDefaults.maxInFlightPerOwner),
       parseCount(1, 10_000),
     )
     if (maxInFlightPerOwner > maxInFlight) {
       return yield* new InvalidConfig({
-        keys: ["webhook.max_in_flight_per_owner", "webhook.max_in_flight"],
-        detail: `webhook.max_in_flight_per_owner (${envName("webhook.max_in_flight_per_owner")} = ${maxInFlightPerOwner}) must not be above webhook.max_in_flight (${envName("webhook.max_in_flight")} = ${maxInFlight})`,
+        keys: ["webhook.owner_max_in_flight", "webhook.max_in_flight"],
+        detail: `webhook.owner_max_in_flight (${envName("webhook.owner_max_in_flight")} = ${maxInFlightPerOwner}) must not be above webhook.max_in_flight (${envName("webhook.max_in_flight")} = ${maxInFlight})`,
       })
     }
     const permissionMaxAge = yield* setting("webhook.permission_max_age", "1s", permissionAge)

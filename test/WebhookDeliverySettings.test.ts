@@ -18,7 +18,7 @@ describe("Webhook delivery settings", () => {
       )
       const set = yield* loadWith({
         BOTHY_WEBHOOK_MAX_IN_FLIGHT: "500",
-        BOTHY_WEBHOOK_MAX_IN_FLIGHT_PER_OWNER: "500",
+        BOTHY_WEBHOOK_OWNER_MAX_IN_FLIGHT: "500",
         BOTHY_WEBHOOK_PERMISSION_MAX_AGE: "250ms",
       })
       assert.deepStrictEqual(
@@ -34,7 +34,7 @@ describe("Webhook delivery settings", () => {
         ["BOTHY_WEBHOOK_MAX_IN_FLIGHT", "0", "webhook.max_in_flight"],
         ["BOTHY_WEBHOOK_MAX_IN_FLIGHT", "many", "webhook.max_in_flight"],
         ["BOTHY_WEBHOOK_MAX_IN_FLIGHT", "10001", "webhook.max_in_flight"],
-        ["BOTHY_WEBHOOK_MAX_IN_FLIGHT_PER_OWNER", "0", "webhook.max_in_flight_per_owner"],
+        ["BOTHY_WEBHOOK_OWNER_MAX_IN_FLIGHT", "0", "webhook.owner_max_in_flight"],
         ["BOTHY_WEBHOOK_PERMISSION_MAX_AGE", "50ms", "webhook.permission_max_age"],
         ["BOTHY_WEBHOOK_PERMISSION_MAX_AGE", "2m", "webhook.permission_max_age"],
         ["BOTHY_WEBHOOK_PERMISSION_MAX_AGE", "soon", "webhook.permission_max_age"],
@@ -48,10 +48,10 @@ describe("Webhook delivery settings", () => {
       }
       const above = yield* loadWith({
         BOTHY_WEBHOOK_MAX_IN_FLIGHT: "16",
-        BOTHY_WEBHOOK_MAX_IN_FLIGHT_PER_OWNER: "17",
+        BOTHY_WEBHOOK_OWNER_MAX_IN_FLIGHT: "17",
       }).pipe(Effect.flip)
-      assert.deepStrictEqual(above.keys, ["webhook.max_in_flight_per_owner", "webhook.max_in_flight"])
-      assert.include(above.message, "BOTHY_WEBHOOK_MAX_IN_FLIGHT_PER_OWNER")
+      assert.deepStrictEqual(above.keys, ["webhook.owner_max_in_flight", "webhook.max_in_flight"])
+      assert.include(above.message, "BOTHY_WEBHOOK_OWNER_MAX_IN_FLIGHT")
       assert.include(above.message, "BOTHY_WEBHOOK_MAX_IN_FLIGHT ")
     }),
   )

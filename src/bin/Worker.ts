@@ -19,7 +19,7 @@ import * as WebhooksConsumer from "../WebhooksConsumer.ts"
 /**
  * Drain runs in flight per worker process by default (`webhook.max_in_flight`; each subscription
  * still gets one request at a time). A run waiting on its endpoint holds no database connection,
- * so hundreds cost little; the per-owner cap (`webhook.max_in_flight_per_owner`) keeps one owner's
+ * so hundreds cost little; the per-owner cap (`webhook.owner_max_in_flight`) keeps one owner's
  * slow endpoints from taking them all.
  */
 export const deliveryConcurrency = deliveryDefaults.maxInFlight
