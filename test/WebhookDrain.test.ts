@@ -4,8 +4,6 @@ import { SqlClient } from "effect/sql"
 import * as Consumer from "../src/Consumer.ts"
 import { EventLog } from "../src/EventLog.ts"
 import * as JobWorker from "../src/JobWorker.ts"
-import * as PermissionGrants from "../src/PermissionGrants.ts"
-import { webhookDeliver } from "../src/Permissions.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
 import { Webhooks } from "../src/Webhooks.ts"
 import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
@@ -75,12 +73,6 @@ const pendingCount = Effect.flatMap(
   (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE state = 'pending'`,
 ).pipe(Effect.map((rows) => rows[0]!.n))
 
-const subscribe = (owner: string, url: string, space: string) =>
-  Effect.gen(function* () {
-    yield* PermissionGrants.grant(owner, webhookDeliver, space)
-    return yield* (yield* Webhooks).create({ owner, url, scope: [space], eventTypes: [] })
-  })
-
 /**
  * Short rounds racing drainers that finish and let go: one event per round, with random pauses, so
  * each round lands while the drainers are taking, sending, or just letting go of their slot after
@@ -91,7 +83,7 @@ const raceRoundsAgainstDrainers = <E, R>(round: Effect.Effect<{ readonly _tag: s
     const signals = yield* TestWebhooks.signals
     const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
     const subs = 4
-    for (let k = 0; k < subs; k++) yield* subscribe("owner-w", receiver.url(`/w${k}`), space)
+    for (let k = 0; k < subs; k++) yield* TestWebhooks.subscribe("owner-w", receiver.url(`/w${k}`), [space])
     yield* drainers(signals)
     // One event per round, with random pauses: each round lands while the drainers are taking,
     // sending, or just letting go of their slot after draining the previous one.
@@ -149,7 +141,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         const signals = yield* TestWebhooks.signals
         let failing = true
         const receiver = yield* WebhookReceiver.start(() => ({ status: failing ? 500 : 200 }))
-        const sub = yield* subscribe("owner-d", receiver.url("/d"), "dis")
+        const sub = yield* TestWebhooks.subscribe("owner-d", receiver.url("/d"), ["dis"])
         yield* pollingDrainers(signals)
         const append = (n: number) => appendItem("dis", { n })
         yield* append(1)
@@ -200,7 +192,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
           }
           return { status: 200 }
         })
-        const sub = yield* subscribe("owner-s", receiver.url("/s"), "shut")
+        const sub = yield* TestWebhooks.subscribe("owner-s", receiver.url("/s"), ["shut"])
         const events = 10
         for (let n = 0; n < events; n++) {
           yield* appendItem("shut", { n })
@@ -246,7 +238,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         const sql = yield* SqlClient.SqlClient
         const signals = yield* TestWebhooks.signals
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
-        const sub = yield* subscribe("owner-b", receiver.url("/b"), "backlog")
+        const sub = yield* TestWebhooks.subscribe("owner-b", receiver.url("/b"), ["backlog"])
         // More than one run's 500 deliveries, created by one round before any drainer runs: nothing
         // nudges the drainer afterwards.
         const events = 600
@@ -301,7 +293,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         const sql = yield* SqlClient.SqlClient
         const signals = yield* TestWebhooks.signals
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
-        const sub = yield* subscribe("owner-l", receiver.url("/l"), "linger")
+        const sub = yield* TestWebhooks.subscribe("owner-l", receiver.url("/l"), ["linger"])
         // A linger far longer than the test's wait: only the round's NOTIFY can wake the drainer.
         yield* drainers(signals, Duration.zero, { linger: Duration.minutes(5) })
         const jobs = sql<{ n: number }>`

@@ -3,22 +3,13 @@ import { Clock, Effect, Layer, Queue } from "effect"
 import * as Worker from "../src/bin/Worker.ts"
 import { EventLog } from "../src/EventLog.ts"
 import * as JobWorker from "../src/JobWorker.ts"
-import * as PermissionGrants from "../src/PermissionGrants.ts"
-import { webhookDeliver } from "../src/Permissions.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
-import { Webhooks } from "../src/Webhooks.ts"
 import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
 import * as TestWebhooks from "./support/TestWebhooks.ts"
 import * as WebhookReceiver from "./support/WebhookReceiver.ts"
 
 // The default pool (10 connections): hundreds of drainers must not starve each other of it.
 const Live = TestWebhooks.layer()
-
-const subscribe = (owner: string, url: string, space: string) =>
-  Effect.gen(function* () {
-    yield* PermissionGrants.grant(owner, webhookDeliver, space)
-    return yield* (yield* Webhooks).create({ owner, url, scope: [space], eventTypes: [] })
-  })
 
 const append = (space: string, n: number) =>
   Effect.flatMap(EventLog, (log) => log.append([{ space, type: "item.created", actor: "tester", payload: { n } }]))
@@ -38,8 +29,8 @@ layer(Live, { excludeTestServices: true })("Webhook in flight", (it) => {
         const slow = yield* WebhookReceiver.start(() => ({ status: 200, hang: true }))
         const healthy = yield* WebhookReceiver.start(() => ({ status: 200 }))
         const space = "in-flight"
-        for (let k = 0; k < 50; k++) yield* subscribe("owner-slow", slow.url(`/slow${k}`), space)
-        yield* subscribe("owner-ok", healthy.url("/ok"), space)
+        for (let k = 0; k < 50; k++) yield* TestWebhooks.subscribe("owner-slow", slow.url(`/slow${k}`), [space])
+        yield* TestWebhooks.subscribe("owner-ok", healthy.url("/ok"), [space])
 
         const latencies: Array<number> = []
         for (let n = 0; n < 10; n++) {
@@ -81,8 +72,8 @@ layer(Live, { excludeTestServices: true })("Webhook in flight per owner", (it) =
         )
         const slow = yield* WebhookReceiver.start(() => ({ status: 200, hang: true }))
         const healthy = yield* WebhookReceiver.start(() => ({ status: 200 }))
-        for (let k = 0; k < 6; k++) yield* subscribe("owner-many", slow.url(`/many${k}`), "cap")
-        yield* subscribe("owner-one", healthy.url("/one"), "cap")
+        for (let k = 0; k < 6; k++) yield* TestWebhooks.subscribe("owner-many", slow.url(`/many${k}`), ["cap"])
+        yield* TestWebhooks.subscribe("owner-one", healthy.url("/one"), ["cap"])
         yield* append("cap", 0)
         yield* TestWebhooks.round()
         const got = yield* Queue.take(healthy.received).pipe(Effect.timeout("20 seconds"))

@@ -94,8 +94,7 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
           const receiver = yield* WebhookReceiver.start(() => ({ status: Math.random() < 0.2 ? 500 : 200 }))
           const owner = `owner-q-${host.name}`
           const spaces = ["a", "b", "c"].map((s) => `q-${s}-${host.name}`)
-          for (const space of spaces) yield* PermissionGrants.grant(owner, webhookDeliver, space)
-          const sub = yield* webhooks.create({ owner, url: receiver.url("/q"), scope: spaces, eventTypes: [] })
+          const sub = yield* TestWebhooks.subscribe(owner, receiver.url("/q"), spaces)
           let i = 0
 
           // Dead before anything was sent: disabled with three pending, enabled again.
@@ -211,13 +210,7 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
           })
           const owner = `owner-f-${host.name}`
           const space = `f-${host.name}`
-          yield* PermissionGrants.grant(owner, webhookDeliver, space)
-          const sub = yield* (yield* Webhooks).create({
-            owner,
-            url: receiver.url("/f"),
-            scope: [space],
-            eventTypes: [],
-          })
+          const sub = yield* TestWebhooks.subscribe(owner, receiver.url("/f"), [space])
           for (let n = 0; n < 4; n++) yield* append(space, n)
           yield* TestWebhooks.round()
           yield* startDrainers(host.permissions, signals, { readAhead: 4 })
@@ -255,7 +248,6 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
     "WebhookNumbersNeverShared: two runs of one drain job at once (a worker that lost its lease runs on) never send two events under one webhook-id",
     () =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
         const signals = yield* TestWebhooks.signals
         // Answers take up to 20 ms, so one copy's numbered heads wait while the other reads them.
         const receiver = yield* WebhookReceiver.start(() => ({
@@ -264,27 +256,13 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
         }))
         const owner = "owner-twin"
         const spaces = ["twin-a", "twin-b"]
-        for (const space of spaces) yield* PermissionGrants.grant(owner, webhookDeliver, space)
-        const sub = yield* (yield* Webhooks).create({
-          owner,
-          url: receiver.url("/twin"),
-          scope: spaces,
-          eventTypes: [],
-        })
+        const sub = yield* TestWebhooks.subscribe(owner, receiver.url("/twin"), spaces)
         for (let i = 0; i < 400; i++) yield* append(spaces[i % 2]!, i)
         yield* TestWebhooks.round()
-        const [job] = yield* sql<{ id: bigint }>`SELECT id FROM jobs WHERE args->>'subscription' = ${sub.id}`
         // Two copies of the same job, each run again as its snoozes end, while rights come and go:
         // reads ahead, give-backs and renumberings of the two interleave.
+        const info = yield* TestWebhooks.drainJob(sub.id)
         const kind = yield* WebhookDelivery.makeWith({ linger: 0, onRecorded: signals.onRecorded })
-        const info = {
-          id: job!.id,
-          kind: kind.kind,
-          queue: "webhooks",
-          attempt: 1,
-          maxAttempts: 25,
-          createdAt: new Date(),
-        }
         // Each copy runs again at once whenever it stops (a snooze, a release), until nothing is pending.
         const twin = Effect.gen(function* () {
           while (!(yield* nonePending(sub.id))) {

@@ -4,8 +4,6 @@ import { Migrator, SqlClient } from "effect/sql"
 import { EventLog } from "../src/EventLog.ts"
 import * as JobWorker from "../src/JobWorker.ts"
 import * as Migrations from "../src/Migrations.ts"
-import * as PermissionGrants from "../src/PermissionGrants.ts"
-import { webhookDeliver } from "../src/Permissions.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
 import { Webhooks } from "../src/Webhooks.ts"
 import * as TestWebhooks from "./support/TestWebhooks.ts"
@@ -27,13 +25,7 @@ layer(Live, { excludeTestServices: true })("Webhook sequence migration", (it) =>
         const sql = yield* SqlClient.SqlClient
         yield* before0009
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
-        yield* PermissionGrants.grant("owner-m", webhookDeliver, "mig")
-        const sub = yield* (yield* Webhooks).create({
-          owner: "owner-m",
-          url: receiver.url("/mig"),
-          scope: ["mig"],
-          eventTypes: [],
-        })
+        const sub = yield* TestWebhooks.subscribe("owner-m", receiver.url("/mig"), ["mig"])
         const log = yield* EventLog
         const { lastSeq } = yield* log.append(
           Array.from({ length: 5 }, (_, n) => ({

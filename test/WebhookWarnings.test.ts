@@ -1,14 +1,9 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Logger } from "effect"
-import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { EventLog } from "../src/EventLog.ts"
-import type { JobInfo } from "../src/JobKind.ts"
-import * as PermissionGrants from "../src/PermissionGrants.ts"
-import { webhookDeliver } from "../src/Permissions.ts"
 import { WebhookConfig } from "../src/WebhookConfig.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
-import { Webhooks } from "../src/Webhooks.ts"
 import * as TestWebhooks from "./support/TestWebhooks.ts"
 import * as WebhookReceiver from "./support/WebhookReceiver.ts"
 
@@ -20,7 +15,6 @@ layer(Live, { excludeTestServices: true })("Webhook warnings", (it) => {
     () =>
       Effect.gen(function* () {
         yield* TestClock.setTime(Date.now())
-        const sql = yield* SqlClient.SqlClient
         const config = yield* WebhookConfig
         const warnings: Array<string> = []
         const capture = Logger.make(({ logLevel, message }) => {
@@ -30,19 +24,9 @@ layer(Live, { excludeTestServices: true })("Webhook warnings", (it) => {
           status: 302,
           headers: { location: "http://10.0.0.1/" },
         }))
-        const subscribe = (path: string, space: string) =>
-          Effect.gen(function* () {
-            yield* PermissionGrants.grant("owner-w", webhookDeliver, space)
-            return yield* (yield* Webhooks).create({
-              owner: "owner-w",
-              url: redirecting.url(path),
-              scope: [space],
-              eventTypes: [],
-            })
-          })
         // Created while plain http to loopback is allowed; the drainer's policy refuses it.
-        const refused = yield* subscribe("/refused", "warn-a")
-        const redirected = yield* subscribe("/redirect", "warn-b")
+        const refused = yield* TestWebhooks.subscribe("owner-w", redirecting.url("/refused"), ["warn-a"])
+        const redirected = yield* TestWebhooks.subscribe("owner-w", redirecting.url("/redirect"), ["warn-b"])
         for (const space of ["warn-a", "warn-b"]) {
           yield* (yield* EventLog).append([{ space, type: "item.created", actor: "a", payload: {} }])
         }
@@ -54,20 +38,8 @@ layer(Live, { excludeTestServices: true })("Webhook warnings", (it) => {
             policy: { allowHttpLoopback: false, allowCidrs: [], allowHosts: [] },
           }),
         )
-        const jobOf = (subscription: string) =>
-          Effect.map(
-            sql<{ id: bigint }>`SELECT id FROM jobs WHERE args->>'subscription' = ${subscription}`,
-            ([job]): JobInfo => ({
-              id: job!.id,
-              kind: kind.kind,
-              queue: "webhooks",
-              attempt: 1,
-              maxAttempts: 25,
-              createdAt: new Date(),
-            }),
-          )
-        const refusedJob = yield* jobOf(refused.id)
-        const redirectedJob = yield* jobOf(redirected.id)
+        const refusedJob = yield* TestWebhooks.drainJob(refused.id)
+        const redirectedJob = yield* TestWebhooks.drainJob(redirected.id)
         // One attempt of each, as the job runtime would run them; each snoozes for its retry.
         const attempts = Effect.gen(function* () {
           yield* strict

@@ -29,11 +29,7 @@ const startDeliveries = (signals: TestWebhooks.Signals) =>
     )
   })
 
-const subscribe = (owner: string, url: string, scope: ReadonlyArray<string>, eventTypes: ReadonlyArray<string> = []) =>
-  Effect.gen(function* () {
-    for (const space of scope) yield* PermissionGrants.grant(owner, webhookDeliver, space)
-    return yield* (yield* Webhooks).create({ owner, url, scope, eventTypes })
-  })
+const subscribe = TestWebhooks.subscribe
 
 const append = (space: string, type: string, payload: Schema.Json) =>
   Effect.flatMap(EventLog, (log) => log.append([{ space, type, actor: "tester", payload }]))

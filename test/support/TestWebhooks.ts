@@ -5,11 +5,14 @@
 import { randomBytes } from "node:crypto"
 import type { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Layer, Queue, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import * as Consumer from "../../src/Consumer.ts"
 import { EventLog } from "../../src/EventLog.ts"
+import type { JobInfo } from "../../src/JobKind.ts"
 import { Jobs } from "../../src/Jobs.ts"
 import { NotificationStream } from "../../src/NotificationStream.ts"
 import * as PermissionGrants from "../../src/PermissionGrants.ts"
+import { webhookDeliver } from "../../src/Permissions.ts"
 import * as SecretBox from "../../src/SecretBox.ts"
 import { WebhookConfig } from "../../src/WebhookConfig.ts"
 import { Webhooks } from "../../src/Webhooks.ts"
@@ -64,3 +67,36 @@ export const signals = Effect.gen(function* () {
 })
 
 export type Signals = Effect.Success<typeof signals>
+
+/** A subscription of `owner`, who holds `webhook_out.deliver` on every space of its scope. */
+export const subscribe = (
+  owner: string,
+  url: string,
+  scope: ReadonlyArray<string>,
+  eventTypes: ReadonlyArray<string> = [],
+) =>
+  Effect.gen(function* () {
+    for (const space of scope) yield* PermissionGrants.grant(owner, webhookDeliver, space)
+    return yield* (yield* Webhooks).create({ owner, url, scope, eventTypes })
+  })
+
+/**
+ * The drain job a round created for `subscriptionId`, as the job runtime hands it to the kind, for
+ * tests that run the kind by hand (the same job id each time, so a run keeps the slot).
+ */
+export const drainJob = (subscriptionId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ id: bigint }>`SELECT id FROM jobs WHERE args->>'subscription' = ${subscriptionId}`,
+  ).pipe(
+    Effect.map(
+      ([job]): JobInfo => ({
+        id: job!.id,
+        kind: WebhooksConsumer.deliverKind,
+        queue: WebhooksConsumer.queue,
+        attempt: 1,
+        maxAttempts: WebhooksConsumer.maxAttempts,
+        createdAt: new Date(),
+      }),
+    ),
+  )
