@@ -1,9 +1,12 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Logger } from "effect"
+import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { EventLog } from "../src/EventLog.ts"
+import * as SecretBox from "../src/SecretBox.ts"
 import { WebhookConfig } from "../src/WebhookConfig.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
+import * as WebhookSecret from "../src/WebhookSecret.ts"
 import * as TestWebhooks from "./support/TestWebhooks.ts"
 import * as WebhookReceiver from "./support/WebhookReceiver.ts"
 
@@ -69,6 +72,44 @@ layer(Live, { excludeTestServices: true })("Webhook warnings", (it) => {
           ["/redirect", "/redirect", "/redirect"],
           "nothing reached the refused target; the redirect was not followed",
         )
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+    60_000,
+  )
+
+  it.effect(
+    "WebhookKeyErrorWarns: a signing secret the worker's key cannot open is a warning naming the subscription, once a minute; nothing is sent",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(Date.now())
+        const sql = yield* SqlClient.SqlClient
+        const warnings: Array<string> = []
+        const capture = Logger.make(({ logLevel, message }) => {
+          if (logLevel === "Warn") warnings.push(Array.isArray(message) ? message.join(" ") : String(message))
+        })
+        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+        const sub = yield* TestWebhooks.subscribe("owner-k", receiver.url("/k"), ["warn-k"])
+        // Sealed by a worker with another key.
+        yield* sql`
+          UPDATE webhook_subscriptions
+          SET secret_sealed = ${SecretBox.seal(TestWebhooks.secretKey(), WebhookSecret.generate())}
+          WHERE id = ${sub.id}::uuid`
+        yield* (yield* EventLog).append([{ space: "warn-k", type: "item.created", actor: "a", payload: {} }])
+        yield* TestWebhooks.round()
+        const kind = yield* WebhookDelivery.makeWith({ linger: 0 })
+        const job = yield* TestWebhooks.drainJob(sub.id)
+        const attempt = kind
+          .run({ subscription: sub.id }, job)
+          .pipe(Effect.flip, Effect.provide(Logger.layer([capture])))
+        const error = yield* attempt
+        assert.strictEqual(error._tag, "SecretBoxError", "the run fails, and the job runtime retries it")
+        yield* TestClock.adjust(Duration.seconds(30))
+        yield* attempt
+        assert.strictEqual(warnings.length, 1, warnings.join("\n"))
+        assert.include(warnings[0], sub.id)
+        yield* TestClock.adjust(Duration.seconds(30))
+        yield* attempt
+        assert.strictEqual(warnings.length, 2, "again after the minute")
+        assert.strictEqual(receiver.log.length, 0)
       }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
     60_000,
   )
