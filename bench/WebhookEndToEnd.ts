@@ -192,9 +192,9 @@ export const measure = (config: EndToEndConfig) =>
           INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status, response_body)
           SELECT id, 1, clock_timestamp(), 2, 200, 'ok' FROM delivered
         )
-        INSERT INTO webhook_drains AS w (subscription_id, sequence)
-        SELECT subscription_id, max(sequence) FROM delivered GROUP BY subscription_id
-        ON CONFLICT (subscription_id) DO UPDATE SET sequence = excluded.sequence`
+        UPDATE webhook_subscriptions AS s SET last_sequence = h.last
+        FROM (SELECT subscription_id, max(sequence) AS last FROM delivered GROUP BY subscription_id) AS h
+        WHERE s.id = h.subscription_id`
     }
     yield* sql.unsafe("VACUUM ANALYZE webhook_deliveries, webhook_attempts, webhook_drains, webhook_subscriptions")
     // The set-up's pages are written now, not by a checkpoint during the measured window (a timed one

@@ -16,6 +16,7 @@ import permissionGrants from "../migrations/0005_permission_grants.ts"
 import webhooks from "../migrations/0006_webhooks.ts"
 import webhookDrains from "../migrations/0007_webhook_drains.ts"
 import webhookDrainRelease from "../migrations/0008_webhook_drain_release.ts"
+import webhookSentSequence from "../migrations/0009_webhook_sent_sequence.ts"
 import webhookSealingKey from "../migrations/0010_webhook_sealing_key.ts"
 import jobsAttemptInteger from "../migrations/0011_jobs_attempt_integer.ts"
 
@@ -28,6 +29,7 @@ export const migrations = {
   "0006_webhooks": webhooks,
   "0007_webhook_drains": webhookDrains,
   "0008_webhook_drain_release": webhookDrainRelease,
+  "0009_webhook_sent_sequence": webhookSentSequence,
   "0010_webhook_sealing_key": webhookSealingKey,
   "0011_jobs_attempt_integer": jobsAttemptInteger,
 } as const

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
 import { Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
-import { BothyConfig, envName, InvalidConfig, setting } from "./BothyConfig.ts"
+import { BothyConfig, envName, InvalidConfig, parseCount, parseDurationWithin, setting } from "./BothyConfig.ts"
 import * as SecretBox from "./SecretBox.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
 import { allowHttpLoopbackKey, invalidCidrs, invalidHosts, type TargetPolicy } from "./WebhookTarget.ts"
@@ -17,7 +17,20 @@ export interface WebhookSettings {
   readonly policy: TargetPolicy
   /** Retry steps after failures; the last repeats. Default `WebhookSchedule.steps`. */
   readonly retrySteps?: ReadonlyArray<Duration.Duration>
+  /** Drain runs a worker has in flight at once (its `webhooks` queue's concurrency). Default 256. */
+  readonly maxInFlight?: number
+  /** Of those, at most this many for the subscriptions of one owner. Default 32. */
+  readonly maxInFlightPerOwner?: number
+  /** A delivery whose right and scope were read longer before its request is checked again first. Default 1 s. */
+  readonly permissionMaxAge?: Duration.Duration
 }
+
+/** The delivery settings' defaults, as the worker applies them when a host gives none. */
+export const deliveryDefaults = {
+  maxInFlight: 256,
+  maxInFlightPerOwner: 32,
+  permissionMaxAge: Duration.seconds(1),
+} as const
 
 const list = (raw: string) =>
   Result.succeed(
@@ -33,6 +46,10 @@ const flag = (raw: string) =>
     : /^(false|0|no)$/i.test(raw.trim())
       ? Result.succeed(false)
       : Result.fail("expected true or false")
+
+// At least 100 ms: a right read just before its request must not count as old on a busy database,
+// or every read-ahead is read again; at most a minute, or "checked at delivery time" means little.
+const permissionAge = parseDurationWithin({ min: Duration.millis(100), max: Duration.minutes(1) })
 
 /** The disable window plus the longest retry step must be below the log's retention. */
 export const checkRetention = (eventRetention: Duration.Duration) =>
@@ -109,7 +126,24 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
       allowCidrs: yield* setting(policyKeys.allowCidrs, "", list),
       allowHosts: yield* setting(policyKeys.allowHosts, "", list),
     })
-    return { secretKey: key, policy } satisfies WebhookSettings
+    const maxInFlight = yield* setting(
+      "webhook.max_in_flight",
+      String(deliveryDefaults.maxInFlight),
+      parseCount(1, 10_000),
+    )
+    const maxInFlightPerOwner = yield* setting(
+      "webhook.owner_max_in_flight",
+      String(deliveryDefaults.maxInFlightPerOwner),
+      parseCount(1, 10_000),
+    )
+    if (maxInFlightPerOwner > maxInFlight) {
+      return yield* new InvalidConfig({
+        keys: ["webhook.owner_max_in_flight", "webhook.max_in_flight"],
+        detail: `webhook.owner_max_in_flight (${envName("webhook.owner_max_in_flight")} = ${maxInFlightPerOwner}) must not be above webhook.max_in_flight (${envName("webhook.max_in_flight")} = ${maxInFlight})`,
+      })
+    }
+    const permissionMaxAge = yield* setting("webhook.permission_max_age", "1s", permissionAge)
+    return { secretKey: key, policy, maxInFlight, maxInFlightPerOwner, permissionMaxAge } satisfies WebhookSettings
   })
 
 export class WebhookConfig extends Context.Service<WebhookConfig, WebhookSettings>()("bothy/WebhookConfig") {

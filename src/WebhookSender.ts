@@ -45,6 +45,8 @@ export interface SendResult {
   readonly durationMs: number
   /** The raw `Retry-After` header, for the caller to interpret. */
   readonly retryAfter: string | undefined
+  /** Why the target policy refused it (`blocked_ip`): reason and detail, without the URL (its path may hold a secret). */
+  readonly refusal?: string
 }
 
 export interface SendLimits {
@@ -82,13 +84,16 @@ export const connections = (policy: TargetPolicy, limits: Partial<SendLimits> = 
     ({ agent }) => Effect.ignore(Effect.tryPromise(() => agent.destroy())),
   )
 
-const failed = (errorClass: ErrorClass): Outcome => ({
+const failed = (errorClass: ErrorClass, refusal?: string): Outcome => ({
   status: undefined,
   errorClass,
   body: "",
   truncated: false,
   retryAfter: undefined,
+  ...(refusal === undefined ? {} : { refusal }),
 })
+
+const refusalOf = (e: UnsafeWebhookTarget) => `${e.reason}: ${e.detail}`
 
 const decoder = new TextDecoder("utf-8")
 
@@ -218,7 +223,10 @@ const attempt = (
   if (Buffer.byteLength(request.body, "utf8") > limits.maxRequestBytes) return Effect.succeed(failed("too_large"))
   const target = parseTarget(request.url, policy)
   if (Result.isFailure(target)) {
-    return Effect.as(Effect.logDebug("webhook target refused", target.failure.message), failed("blocked_ip"))
+    return Effect.as(
+      Effect.logDebug("webhook target refused", target.failure.message),
+      failed("blocked_ip", refusalOf(target.failure)),
+    )
   }
   const exchangeWith = (agent: Agent) =>
     Effect.tryPromise({
@@ -237,7 +245,11 @@ const attempt = (
   return sent.pipe(
     Effect.catch((error) => {
       const errorClass = classify(error)
-      return Effect.as(Effect.logDebug("webhook send failed", errorClass, String(error)), failed(errorClass))
+      const refused = chainOf(error).find((e): e is UnsafeWebhookTarget => e instanceof UnsafeWebhookTarget)
+      return Effect.as(
+        Effect.logDebug("webhook send failed", errorClass, String(error)),
+        failed(errorClass, refused === undefined ? undefined : refusalOf(refused)),
+      )
     }),
     Effect.timeoutOrElse({ duration: limits.totalTimeout, orElse: () => Effect.succeed(failed("timeout")) }),
   )

@@ -65,7 +65,7 @@ export interface Subscription {
   readonly disabledCause: DisabledCause | null
   readonly startedSeq: bigint
   readonly lastDeliveredSeq: bigint
-  /** The last `sequence` the subscription's deliveries were numbered with. */
+  /** The last `sequence` a delivery of the subscription took (numbers are taken when first sent). */
   readonly sequence: bigint
 }
 
@@ -146,7 +146,7 @@ export class Webhooks extends Context.Service<
         const [row] = yield* sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
           SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
                  s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
-                 coalesce((SELECT sequence FROM webhook_drains WHERE subscription_id = s.id), 0) AS sequence,
+                 s.last_sequence AS sequence,
                  (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
                    AS scope
           FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid`

@@ -1,19 +1,21 @@
 /**
  * The `webhooks` consumer: in each round, every event gets a delivery for each active subscription
- * whose scope holds the event's space and whose filter holds its type, numbered gap-free per
- * subscription, all in the round's transaction; and each subscription that got deliveries gets
- * one drain job (`WebhookDelivery`), unless a live drainer already holds its slot.
+ * whose scope holds the event's space and whose filter holds its type, all in the round's
+ * transaction; and each subscription that got deliveries gets one drain job (`WebhookDelivery`),
+ * unless a live drainer already holds its slot. Deliveries take their `sequence` only when they
+ * are sent (`WebhookNumbering`), so the round hands out none.
  *
  * Matching looks up each event's space in `webhook_subscription_spaces` (a LATERAL index probe per
  * event, so the cost is the matching subscriptions, not all of them). The events come in as typed
  * arrays, so the planner knows how many there are. A subscription receives only events after the
  * one it started at.
  *
- * The per-subscription `sequence` lives on the subscription's `webhook_drains` row, not on the
- * subscription itself: bumping it locks that row until the round commits, which is exactly the
- * lock a finishing drainer takes before it re-checks for pending deliveries. So when the round sees
- * a live drainer holding the slot and creates no job, that drainer's release check runs after this
- * round's deliveries are committed and sees them (the full argument is in WebhookDelivery.ts).
+ * The round upserts the `webhook_drains` row of every subscription it creates deliveries for,
+ * which locks that row until the round commits: exactly the lock a finishing drainer takes before
+ * it re-checks for pending deliveries. So when the round sees a live drainer holding the slot and
+ * creates no job, that drainer's release check runs after this round's deliveries are committed
+ * and sees them (the full argument is in WebhookDelivery.ts). Drainers never write that row while
+ * they send, so rounds and drainers do not wait on each other.
  *
  * Loss: when events after the cursor left the log before the round read them, every active
  * subscription that began before the end of the lost range is disabled with cause `gap`.
@@ -74,22 +76,21 @@ export const matched = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) 
   ), ${matchedCte(sql)}`
 
 /**
- * After `ev`: `matched`, `counted` (per subscription: its deliveries and first seq), `numbered`
- * (the drain rows, each subscription's sequence bumped by its count: this locks them until the
- * round commits) and `inserted` (the deliveries, numbered on from the old sequence).
+ * After `ev`: `matched`, `counted` (per subscription: its first seq), `locked` (the drain rows,
+ * upserted: this locks them until the round commits, and reads each holder under the lock) and
+ * `inserted` (the deliveries, not numbered yet).
  */
 const deliveriesCtes = (sql: SqlClient.SqlClient) => sql`
   ${matchedCte(sql)}, counted AS (
-    SELECT sub, count(*) AS n, min(seq) AS first FROM matched GROUP BY sub
-  ), numbered AS (
-    INSERT INTO webhook_drains AS w (subscription_id, sequence)
-    SELECT sub, n FROM counted ORDER BY sub
-    ON CONFLICT (subscription_id) DO UPDATE SET sequence = w.sequence + excluded.sequence
-    RETURNING w.subscription_id AS sub, w.sequence, w.job_id
+    SELECT sub, min(seq) AS first FROM matched GROUP BY sub
+  ), locked AS (
+    INSERT INTO webhook_drains AS w (subscription_id)
+    SELECT sub FROM counted ORDER BY sub
+    ON CONFLICT (subscription_id) DO UPDATE SET job_id = w.job_id
+    RETURNING w.subscription_id AS sub, w.job_id
   ), inserted AS (
-    INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, sequence)
-    SELECT m.sub, m.seq, m.epoch, n.sequence - c.n + row_number() OVER (PARTITION BY m.sub ORDER BY m.seq)
-    FROM matched AS m JOIN counted AS c ON c.sub = m.sub JOIN numbered AS n ON n.sub = m.sub
+    INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch)
+    SELECT sub, seq, epoch FROM matched
   )`
 
 /** The channel on which a round tells the live drainers of its subscriptions that it added deliveries. */
@@ -97,7 +98,7 @@ export const drainChannel = "webhook_drains"
 
 /**
  * After `deliveriesCtes`: `held` (per subscription of the round, its first seq and whether a live
- * job holds its slot, read under the row lock `numbered` took) and `nudged`, a NOTIFY on
+ * job holds its slot, read under the row lock `locked` took) and `nudged`, a NOTIFY on
  * `drainChannel` for each held one (sent at commit), so a drainer that ran dry and lingers goes on
  * at once instead of letting go of the slot and a new job taking it. Only a wake-up: missed, the
  * linger just runs out.
@@ -107,7 +108,7 @@ const heldCtes = (sql: SqlClient.SqlClient) => sql`
     SELECT n.sub, c.first, (n.job_id IS NOT NULL AND EXISTS (
              SELECT 1 FROM jobs AS j
              WHERE j.id = n.job_id AND j.state IN ('available', 'scheduled', 'running', 'retryable'))) AS is_held
-    FROM numbered AS n JOIN counted AS c ON c.sub = n.sub
+    FROM locked AS n JOIN counted AS c ON c.sub = n.sub
   ), nudged AS MATERIALIZED (
     SELECT pg_notify(${drainChannel}, sub::text) FROM held WHERE is_held
   )`

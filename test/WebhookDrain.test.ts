@@ -4,8 +4,6 @@ import { SqlClient } from "effect/sql"
 import * as Consumer from "../src/Consumer.ts"
 import { EventLog } from "../src/EventLog.ts"
 import * as JobWorker from "../src/JobWorker.ts"
-import * as PermissionGrants from "../src/PermissionGrants.ts"
-import { webhookDeliver } from "../src/Permissions.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
 import { Webhooks } from "../src/Webhooks.ts"
 import * as WebhooksConsumer from "../src/WebhooksConsumer.ts"
@@ -17,15 +15,17 @@ const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)], pool: { maxCo
 
 /**
  * Drainers that only a NOTIFY can start: the worker's poll and its rescuer (half the lease) never
- * fire within the test, so a delivery left without a drainer stays pending.
+ * fire within the test, so a delivery left without a drainer stays pending. Their records and
+ * job outcomes wake `signals`.
  */
 const drainers = (
+  signals: TestWebhooks.Signals,
   shutdownTimeout: Duration.Input = Duration.seconds(10),
-  options?: WebhookDelivery.DrainOptions,
+  options: WebhookDelivery.DrainOptions = {},
   pollInterval: Duration.Input = Duration.hours(1),
 ) =>
   Effect.gen(function* () {
-    const kind = yield* WebhookDelivery.makeWith(options)
+    const kind = yield* WebhookDelivery.makeWith({ onRecorded: signals.onRecorded, ...options })
     yield* Layer.build(
       JobWorker.layer({
         kinds: [kind],
@@ -33,12 +33,13 @@ const drainers = (
         pollInterval,
         lease: "2 hours",
         shutdownTimeout,
+        onFinalized: signals.onFinalized,
       }),
     )
   })
-const startDrainers = drainers()
 /** For tests of what drainers do rather than of how they are woken: the worker also polls. */
-const pollingDrainers = (shutdownTimeout?: Duration.Input) => drainers(shutdownTimeout, undefined, Duration.seconds(1))
+const pollingDrainers = (signals: TestWebhooks.Signals, shutdownTimeout?: Duration.Input) =>
+  drainers(signals, shutdownTimeout, {}, Duration.seconds(1))
 
 /**
  * The `webhooks` round with a pause after its fan-out (it widens the window; with a release whose
@@ -72,12 +73,6 @@ const pendingCount = Effect.flatMap(
   (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries WHERE state = 'pending'`,
 ).pipe(Effect.map((rows) => rows[0]!.n))
 
-const subscribe = (owner: string, url: string, space: string) =>
-  Effect.gen(function* () {
-    yield* PermissionGrants.grant(owner, webhookDeliver, space)
-    return yield* (yield* Webhooks).create({ owner, url, scope: [space], eventTypes: [] })
-  })
-
 /**
  * Short rounds racing drainers that finish and let go: one event per round, with random pauses, so
  * each round lands while the drainers are taking, sending, or just letting go of their slot after
@@ -85,10 +80,11 @@ const subscribe = (owner: string, url: string, space: string) =>
  */
 const raceRoundsAgainstDrainers = <E, R>(round: Effect.Effect<{ readonly _tag: string }, E, R>, space: string) =>
   Effect.gen(function* () {
+    const signals = yield* TestWebhooks.signals
     const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
     const subs = 4
-    for (let k = 0; k < subs; k++) yield* subscribe("owner-w", receiver.url(`/w${k}`), space)
-    yield* startDrainers
+    for (let k = 0; k < subs; k++) yield* TestWebhooks.subscribe("owner-w", receiver.url(`/w${k}`), [space])
+    yield* drainers(signals)
     // One event per round, with random pauses: each round lands while the drainers are taking,
     // sending, or just letting go of their slot after draining the previous one.
     const events = 400
@@ -102,12 +98,13 @@ const raceRoundsAgainstDrainers = <E, R>(round: Effect.Effect<{ readonly _tag: s
     const sql = yield* SqlClient.SqlClient
     const heldSlots = sql<{ n: number }>`
       SELECT count(*)::int AS n FROM webhook_drains WHERE job_id IS NOT NULL`.pipe(Effect.map((rows) => rows[0]!.n))
-    // Every request arrived, every delivery is recorded, and every drainer let go of its slot.
-    yield* Effect.gen(function* () {
-      while (receiver.log.length < events * subs || (yield* pendingCount) > 0 || (yield* heldSlots) > 0) {
-        yield* Effect.sleep("20 millis")
-      }
-    }).pipe(Effect.timeout("60 seconds"))
+    // Every request arrived, every delivery is recorded, and every drainer let go of its slot (its
+    // job then completes, which signals).
+    yield* signals.until(
+      Effect.gen(function* () {
+        return receiver.log.length >= events * subs && (yield* pendingCount) === 0 && (yield* heldSlots) === 0
+      }),
+    )
     for (let k = 0; k < subs; k++) {
       const seen = receiver.log.filter((r) => r.path === `/w${k}`).map((r) => numberIn(r.body, "i"))
       assert.deepStrictEqual(
@@ -141,29 +138,24 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const webhooks = yield* Webhooks
+        const signals = yield* TestWebhooks.signals
         let failing = true
         const receiver = yield* WebhookReceiver.start(() => ({ status: failing ? 500 : 200 }))
-        const sub = yield* subscribe("owner-d", receiver.url("/d"), "dis")
-        yield* pollingDrainers()
+        const sub = yield* TestWebhooks.subscribe("owner-d", receiver.url("/d"), ["dis"])
+        yield* pollingDrainers(signals)
         const append = (n: number) => appendItem("dis", { n })
         yield* append(1)
         yield* append(2)
         yield* TestWebhooks.round()
         // The head fails; its drainer snoozes for an hour, keeping the slot.
-        yield* Effect.gen(function* () {
-          while (receiver.log.length === 0) yield* Effect.sleep("10 millis")
-        }).pipe(Effect.timeout("10 seconds"))
+        yield* Queue.take(receiver.received).pipe(Effect.timeout("10 seconds"))
         const held = sql<{ jobId: bigint | null }>`
           SELECT job_id AS "jobId" FROM webhook_drains WHERE subscription_id = ${sub.id}::uuid`
-        yield* Effect.gen(function* () {
-          for (;;) {
-            const [job] = yield* sql<{ state: string }>`
-              SELECT j.state::text FROM jobs AS j JOIN webhook_drains AS w ON w.job_id = j.id
-              WHERE w.subscription_id = ${sub.id}::uuid`
-            if (job?.state === "scheduled") return
-            yield* Effect.sleep("10 millis")
-          }
-        }).pipe(Effect.timeout("10 seconds"))
+        yield* signals.until(
+          sql<{ state: string }>`
+            SELECT j.state::text FROM jobs AS j JOIN webhook_drains AS w ON w.job_id = j.id
+            WHERE w.subscription_id = ${sub.id}::uuid`.pipe(Effect.map(([job]) => job?.state === "scheduled")),
+        )
 
         yield* webhooks.disable(sub.id)
         assert.strictEqual((yield* held)[0]!.jobId, null, "disabling frees the slot")
@@ -172,16 +164,10 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         failing = false
         yield* append(3)
         yield* TestWebhooks.round()
-        const ok = yield* Effect.gen(function* () {
-          for (;;) {
-            const done = receiver.log.filter((r) => r.status === 200)
-            if (done.length > 0) return done
-            yield* Effect.sleep("10 millis")
-          }
-        }).pipe(Effect.timeout("10 seconds"))
+        const ok = yield* Queue.take(receiver.received).pipe(Effect.timeout("10 seconds"))
         assert.deepStrictEqual(
-          ok.map((r) => numberIn(r.body)),
-          [3],
+          [ok.status, numberIn(ok.body)],
+          [200, 3],
           "only what came after enabling, sent at once, not after the old drainer's hour",
         )
         assert.strictEqual(receiver.log.length, 2, "the failed first attempt, then the new event")
@@ -195,6 +181,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
+        const signals = yield* TestWebhooks.signals
         const hangAt = 6
         let hung = false
         const receiver = yield* WebhookReceiver.start(({ body }) => {
@@ -205,7 +192,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
           }
           return { status: 200 }
         })
-        const sub = yield* subscribe("owner-s", receiver.url("/s"), "shut")
+        const sub = yield* TestWebhooks.subscribe("owner-s", receiver.url("/s"), ["shut"])
         const events = 10
         for (let n = 0; n < events; n++) {
           yield* appendItem("shut", { n })
@@ -216,7 +203,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         // The first worker sends up to the request that hangs, and is shut down while it hangs.
         const firstWorker = yield* Scope.make()
         // No grace: the hanging request is interrupted at once.
-        yield* pollingDrainers(Duration.zero).pipe(Scope.provide(firstWorker))
+        yield* pollingDrainers(signals, Duration.zero).pipe(Scope.provide(firstWorker))
         for (let k = 0; k <= hangAt; k++) yield* Queue.take(receiver.received)
         yield* Scope.close(firstWorker, Exit.void)
         const states = yield* sql<{ n: number; state: string }>`
@@ -230,10 +217,8 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         )
 
         // The next run starts from the first delivery not on record.
-        yield* pollingDrainers()
-        yield* Effect.gen(function* () {
-          while ((yield* pendingCount) > 0) yield* Effect.sleep("10 millis")
-        }).pipe(Effect.timeout("10 seconds"))
+        yield* pollingDrainers(signals)
+        yield* signals.until(Effect.map(pendingCount, (n) => n === 0))
         assert.deepStrictEqual(
           numbers(),
           [
@@ -247,14 +232,70 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
   )
 
   it.effect(
+    "WebhookBacklogDrainsWithoutLinger: hundreds pending and no NOTIFY after the round; a drainer that would linger an hour without news still sends them all, in order, reading ahead in growing batches",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const signals = yield* TestWebhooks.signals
+        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+        const sub = yield* TestWebhooks.subscribe("owner-b", receiver.url("/b"), ["backlog"])
+        // More than one run's 500 deliveries, created by one round before any drainer runs: nothing
+        // nudges the drainer afterwards.
+        const events = 600
+        const log = yield* EventLog
+        for (let n = 0; n < events; n += 100) {
+          yield* log.append(
+            Array.from({ length: 100 }, (_, k) => ({
+              space: "backlog",
+              type: "item.created",
+              actor: "tester",
+              payload: { n: n + k },
+            })),
+          )
+        }
+        yield* TestWebhooks.round()
+        let records = 0
+        const worker = yield* Scope.make()
+        // An hour of linger: a drainer that waits for news after a full read hangs here. The age
+        // bound is set far out so that how many heads a read takes does not depend on this
+        // machine's speed.
+        yield* drainers(signals, Duration.zero, {
+          linger: Duration.hours(1),
+          permissionMaxAge: Duration.minutes(1),
+          onRecorded: () => {
+            records++
+            return signals.onRecorded()
+          },
+        }).pipe(Scope.provide(worker))
+        const got = yield* Effect.forEach(Array.from({ length: events }), () => Queue.take(receiver.received)).pipe(
+          Effect.timeout("60 seconds"),
+        )
+        assert.deepStrictEqual(
+          got.map((r) => numberIn(r.body)),
+          Array.from({ length: events }, (_, n) => n),
+          "every one once, in order",
+        )
+        assert.isBelow(records, events / 10, "a record for every read, and reads grew past the first 4 heads")
+        // The last answers go on record when the worker stops the lingering drainer.
+        yield* Scope.close(worker, Exit.void)
+        const [row] = yield* sql<{ delivered: number }>`
+          SELECT count(*) FILTER (WHERE state = 'delivered')::int AS delivered FROM webhook_deliveries
+          WHERE subscription_id = ${sub.id}::uuid`
+        assert.strictEqual(row!.delivered, events)
+      }).pipe(Effect.scoped),
+    120_000,
+  )
+
+  it.effect(
     "WebhookDrainLingerWokenByRound: a drainer that ran dry keeps its slot; the next round wakes it and creates no job",
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
+        const signals = yield* TestWebhooks.signals
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
-        const sub = yield* subscribe("owner-l", receiver.url("/l"), "linger")
+        const sub = yield* TestWebhooks.subscribe("owner-l", receiver.url("/l"), ["linger"])
         // A linger far longer than the test's wait: only the round's NOTIFY can wake the drainer.
-        yield* drainers(Duration.zero, { linger: Duration.minutes(5) })
+        yield* drainers(signals, Duration.zero, { linger: Duration.minutes(5) })
         const jobs = sql<{ n: number }>`
           SELECT count(*)::int AS n FROM jobs WHERE args->>'subscription' = ${sub.id}`.pipe(
           Effect.map((rows) => rows[0]!.n),

@@ -1,5 +1,5 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer, Redacted } from "effect"
+import { Duration, Effect, Layer, Queue, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
 import { EventLog } from "../src/EventLog.ts"
 import * as JobWorker from "../src/JobWorker.ts"
@@ -70,9 +70,11 @@ layer(Live, { excludeTestServices: true })("Webhook order", (it) => {
             .map((e) => e.i),
         )
         const delivered = (path: string) => receiver.log.filter((r) => r.path === path && r.status === 200)
-        // Wait for the receivers' own record to be complete.
+        // Wait for the receivers' own record to be complete, checking at each request they get.
         yield* Effect.gen(function* () {
-          while (subs.some((s, k) => delivered(s.path).length < expected[k]!.length)) yield* Effect.sleep("50 millis")
+          while (subs.some((s, k) => delivered(s.path).length < expected[k]!.length)) {
+            yield* Queue.take(receiver.received)
+          }
         }).pipe(Effect.timeout("120 seconds"))
 
         for (const [k, s] of subs.entries()) {

@@ -1,9 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Clock, Duration, Effect } from "effect"
-import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { EventLog } from "../src/EventLog.ts"
-import type { JobInfo } from "../src/JobKind.ts"
 import * as PermissionGrants from "../src/PermissionGrants.ts"
 import { webhookDeliver } from "../src/Permissions.ts"
 import * as WebhookDelivery from "../src/WebhookDelivery.ts"
@@ -22,7 +20,6 @@ const Live = TestWebhooks.layer()
 const setup = (path: string, space: string, answer: (n: number) => WebhookReceiver.Answer) =>
   Effect.gen(function* () {
     yield* TestClock.setTime(Date.now())
-    const sql = yield* SqlClient.SqlClient
     let n = 0
     const receiver = yield* WebhookReceiver.start(() => answer(++n))
     yield* PermissionGrants.grant("owner-t", webhookDeliver, space)
@@ -34,19 +31,10 @@ const setup = (path: string, space: string, answer: (n: number) => WebhookReceiv
     })
     yield* (yield* EventLog).append([{ space, type: "item.created", actor: "a", payload: {} }])
     yield* TestWebhooks.round()
-    const [job] = yield* sql<{ id: bigint }>`
-      SELECT id FROM jobs WHERE args->>'subscription' = ${sub.id}`
+    const info = yield* TestWebhooks.drainJob(sub.id)
     // Run by hand under the TestClock: a drainer that runs dry lets go at once rather than linger on
     // a clock nothing moves.
     const kind = yield* WebhookDelivery.makeWith({ linger: 0 })
-    const info: JobInfo = {
-      id: job!.id,
-      kind: kind.kind,
-      queue: "webhooks",
-      attempt: 1,
-      maxAttempts: 25,
-      createdAt: new Date(),
-    }
     const attempt = kind.run({ subscription: sub.id }, info).pipe(
       Effect.as(undefined),
       Effect.catchTag("JobSnooze", (snooze) => Effect.succeed(snooze.delay)),

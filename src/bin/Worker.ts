@@ -14,17 +14,29 @@ import * as JobWorker from "../JobWorker.ts"
 import { NotificationStream } from "../NotificationStream.ts"
 import * as PermissionGrants from "../PermissionGrants.ts"
 import * as SealingKeyCheck from "../SealingKeyCheck.ts"
-import { WebhookConfig, type WebhookSettings } from "../WebhookConfig.ts"
+import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../WebhookConfig.ts"
 import * as WebhookDelivery from "../WebhookDelivery.ts"
 import * as WebhooksConsumer from "../WebhooksConsumer.ts"
 
-/** Concurrent deliveries per worker process (each subscription still gets one at a time). */
-export const deliveryConcurrency = 10
+/**
+ * Drain runs in flight per worker process by default (`webhook.max_in_flight`; each subscription
+ * still gets one request at a time). A run waiting on its endpoint holds no database connection,
+ * so hundreds cost little; the per-owner cap (`webhook.owner_max_in_flight`) keeps one owner's
+ * slow endpoints from taking them all.
+ */
+export const deliveryConcurrency = deliveryDefaults.maxInFlight
 
-const Deliveries = Layer.unwrap(
-  Effect.map(WebhookDelivery.make, (kind) =>
-    JobWorker.layer({ kinds: [kind], queues: { [WebhooksConsumer.queue]: { concurrency: deliveryConcurrency } } }),
-  ),
+/**
+ * The webhook delivery jobs as the worker runs them: the `webhooks` queue at `webhook.max_in_flight`,
+ * the drain job with the per-owner cap and permission age from `WebhookConfig`.
+ */
+export const deliveries = Layer.unwrap(
+  Effect.gen(function* () {
+    const config = yield* WebhookConfig
+    const kind = yield* WebhookDelivery.make
+    const concurrency = config.maxInFlight ?? deliveryConcurrency
+    return JobWorker.layer({ kinds: [kind], queues: { [WebhooksConsumer.queue]: { concurrency } } })
+  }),
 )
 
 export const layer = (settings: Settings, webhooks: WebhookSettings) =>
@@ -35,7 +47,7 @@ export const layer = (settings: Settings, webhooks: WebhookSettings) =>
       pollInterval: settings.consumer.pollInterval,
       cooldown: settings.consumer.cooldown,
     }),
-    Deliveries,
+    deliveries,
   ).pipe(
     Layer.provide(SealingKeyCheck.layer),
     Layer.provide(

@@ -4,12 +4,15 @@
  */
 import { randomBytes } from "node:crypto"
 import type { PgClient } from "@effect/sql-pg"
-import { type Duration, Effect, Layer, Redacted } from "effect"
+import { type Duration, Effect, Layer, Queue, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import * as Consumer from "../../src/Consumer.ts"
 import { EventLog } from "../../src/EventLog.ts"
+import type { JobInfo } from "../../src/JobKind.ts"
 import { Jobs } from "../../src/Jobs.ts"
 import { NotificationStream } from "../../src/NotificationStream.ts"
 import * as PermissionGrants from "../../src/PermissionGrants.ts"
+import { webhookDeliver } from "../../src/Permissions.ts"
 import * as SecretBox from "../../src/SecretBox.ts"
 import { WebhookConfig } from "../../src/WebhookConfig.ts"
 import { Webhooks } from "../../src/Webhooks.ts"
@@ -18,13 +21,14 @@ import * as TestDatabase from "./TestDatabase.ts"
 
 export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64"))))
 
-export const layer = (
-  options: {
-    readonly retrySteps?: ReadonlyArray<Duration.Duration>
-    readonly pool?: Partial<PgClient.PgPoolConfig>
-  } = {},
-) =>
-  Layer.mergeAll(Webhooks.layer, PermissionGrants.layer, EventLog.layer, Jobs.layer, NotificationStream.layer()).pipe(
+interface LayerOptions {
+  readonly retrySteps?: ReadonlyArray<Duration.Duration>
+  readonly pool?: Partial<PgClient.PgPoolConfig>
+}
+
+/** Everything but `Webhooks` (whose layer checks the sealing key against the schema), on `database`. */
+const services = (database: ReturnType<typeof TestDatabase.layer>, options: LayerOptions) =>
+  Layer.mergeAll(PermissionGrants.layer, EventLog.layer, Jobs.layer, NotificationStream.layer()).pipe(
     Layer.provideMerge(
       WebhookConfig.layerWith({
         secretKey: secretKey(),
@@ -32,9 +36,73 @@ export const layer = (
         ...(options.retrySteps === undefined ? {} : { retrySteps: options.retrySteps }),
       }),
     ),
-    Layer.provideMerge(TestDatabase.layer(options.pool)),
+    Layer.provideMerge(database),
   )
+
+export const layer = (options: LayerOptions = {}) =>
+  Webhooks.layer.pipe(Layer.provideMerge(services(TestDatabase.layer(options.pool), options)))
+
+/**
+ * On a database with no schema yet, for tests of a migration, and without `Webhooks`: the test
+ * builds it once it has migrated.
+ */
+export const layerEmpty = (options: LayerOptions = {}) => services(TestDatabase.layerEmpty(options.pool), options)
 
 /** One round of the `webhooks` consumer, run by hand so a test can act between round and job. */
 export const round = (batchSize = 10_000) =>
   Effect.flatMap(Consumer.makeRound(WebhooksConsumer.roundOptions({ batchSize })), (r) => r)
+
+/**
+ * Wake-ups for tests that wait on drainers: pass `onRecorded` to the drain job
+ * (`DrainOptions.onRecorded`) and `onFinalized` to the job worker; `until(condition)` checks the
+ * condition after each of their signals (and once at first) until it holds, so nothing sleeps and
+ * no signal between a check and the wait is missed. It fails after `timeout`, a guard against a
+ * hang, not a speed target.
+ */
+export const signals = Effect.gen(function* () {
+  const wakes = yield* Queue.unbounded<void>()
+  const poke = () => Queue.offer(wakes, undefined).pipe(Effect.asVoid)
+  const until = <E, R>(condition: Effect.Effect<boolean, E, R>, timeout: Duration.Input = "60 seconds") =>
+    Effect.gen(function* () {
+      while (!(yield* condition)) {
+        yield* Queue.take(wakes)
+        yield* Queue.clear(wakes)
+      }
+    }).pipe(Effect.timeout(timeout))
+  return { onRecorded: poke, onFinalized: poke, until }
+})
+
+export type Signals = Effect.Success<typeof signals>
+
+/** A subscription of `owner`, who holds `webhook_out.deliver` on every space of its scope. */
+export const subscribe = (
+  owner: string,
+  url: string,
+  scope: ReadonlyArray<string>,
+  eventTypes: ReadonlyArray<string> = [],
+) =>
+  Effect.gen(function* () {
+    for (const space of scope) yield* PermissionGrants.grant(owner, webhookDeliver, space)
+    return yield* (yield* Webhooks).create({ owner, url, scope, eventTypes })
+  })
+
+/**
+ * The drain job a round created for `subscriptionId`, as the job runtime hands it to the kind, for
+ * tests that run the kind by hand (the same job id each time, so a run keeps the slot).
+ */
+export const drainJob = (subscriptionId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ id: bigint }>`SELECT id FROM jobs WHERE args->>'subscription' = ${subscriptionId}`,
+  ).pipe(
+    Effect.map(
+      ([job]): JobInfo => ({
+        id: job!.id,
+        kind: WebhooksConsumer.deliverKind,
+        queue: WebhooksConsumer.queue,
+        attempt: 1,
+        maxAttempts: WebhooksConsumer.maxAttempts,
+        createdAt: new Date(),
+      }),
+    ),
+  )

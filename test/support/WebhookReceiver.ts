@@ -19,6 +19,8 @@ export interface Answer {
   readonly headers?: Record<string, string>
   /** Never answer: the request hangs until the sender gives up or the receiver closes. */
   readonly hang?: boolean
+  /** Answer once this settles: a slow endpoint. */
+  readonly after?: Promise<unknown>
 }
 
 export const start = (answer: (request: { readonly path: string; readonly body: string }) => Answer) =>
@@ -37,7 +39,10 @@ export const start = (answer: (request: { readonly path: string; readonly body: 
             const entry = { path, headers: req.headers, body, status: a.status }
             log.push(entry)
             Queue.offerUnsafe(received, entry)
-            if (a.hang !== true) res.writeHead(a.status, a.headers ?? {}).end("ok")
+            const reply = () => res.writeHead(a.status, a.headers ?? {}).end("ok")
+            if (a.hang === true) return
+            if (a.after === undefined) reply()
+            else void a.after.then(reply, reply)
           })
         })
         s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
