@@ -188,13 +188,18 @@ interface Shared {
   readonly log: (line: string) => Effect.Effect<void>
 }
 
-/** The tree's own migrations, then no subscriptions, deliveries or jobs, and the consumer caught up. */
+/** The tree's own migrations, then no subscriptions, deliveries, jobs or recorded sealing key, and the consumer caught up. */
 const cleanSlate = ({ tree }: Shared) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     yield* tree.Migrations.run
     yield* sql`TRUNCATE webhook_subscriptions CASCADE`
     yield* sql`TRUNCATE jobs`
+    // With no subscription left, no secret is sealed: each run's driver seals under a key of its
+    // own, which the database's sealing-key check (newer trees) would otherwise refuse.
+    yield* sql.unsafe(
+      "DO $$ BEGIN IF to_regclass('webhook_sealing_key') IS NOT NULL THEN DELETE FROM webhook_sealing_key; END IF; END $$",
+    )
     yield* sql`
       UPDATE event_consumer_cursors SET last_seq = (SELECT value FROM event_seq)
       WHERE name = ${tree.WebhooksConsumer.name}`
