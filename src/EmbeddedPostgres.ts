@@ -11,11 +11,13 @@
  * - Stopping never hangs: SIGINT (fast shutdown), then SIGQUIT, then SIGKILL of its process group if
  *   it does not exit in time; a server that already exited is not waited for.
  * - An exit nobody asked for is never silent: `exited` fails with `EmbeddedServerExited`.
- * - A bothy process that ends without its finalizers (a crash) still asks the server to stop.
+ * - A bothy process that ends without its finalizers (a crash) still asks the server to stop; one
+ *   killed outright leaves it running, and the next start stops it first (`EmbeddedServerOwner`).
  * - As root the server runs as the OS user `postgres`, from binaries and a data folder that user can
  *   reach (`EmbeddedBinaries`, `EmbeddedDataFolder`); the user's folders are never chmodded.
  *
- *   start: user -> binaries -> data folder -> port free? -> initdb (first start) -> postgres -> ready
+ *   start: user -> binaries -> data folder -> server left behind? stop it -> port free? -> initdb
+ *          (first start) -> postgres -> ready -> record the owner
  *   stop:  SIGINT -> exited? (60 s) -> SIGQUIT -> exited? (10 s) -> SIGKILL to the group
  */
 import { randomBytes } from "node:crypto"
@@ -26,6 +28,7 @@ import { Duration, Effect, Exit, Option, Redacted, Schema, type Scope } from "ef
 import * as EmbeddedBinaries from "./EmbeddedBinaries.ts"
 import * as EmbeddedDataFolder from "./EmbeddedDataFolder.ts"
 import * as EmbeddedProcess from "./EmbeddedProcess.ts"
+import * as EmbeddedServerOwner from "./EmbeddedServerOwner.ts"
 import * as EmbeddedServerUser from "./EmbeddedServerUser.ts"
 
 export interface EmbeddedPostgresOptions {
@@ -126,13 +129,7 @@ const livePostmaster = (dataDir: string) => {
   const file = join(dataDir, "postmaster.pid")
   if (!existsSync(file)) return undefined
   const pid = Number(readFileSync(file, "utf8").split("\n")[0])
-  if (!Number.isInteger(pid) || pid <= 0) return undefined
-  try {
-    process.kill(pid, 0)
-    return pid
-  } catch {
-    return undefined
-  }
+  return EmbeddedServerOwner.isAlive(pid) ? pid : undefined
 }
 
 /**
@@ -264,10 +261,26 @@ export const start = (options: EmbeddedPostgresOptions): Effect.Effect<EmbeddedS
 
     const running = livePostmaster(dataDir)
     if (running !== undefined) {
-      return yield* fail(
-        "start",
-        `a server (pid ${running}) already runs on this data folder; stop it (kill -INT ${running}) or use another BOTHY_HOME`,
+      const whose = EmbeddedServerOwner.judge(dataDir, running)
+      if (whose._tag === "Owned") {
+        return yield* fail(
+          "start",
+          `another bothy (pid ${whose.owner}) runs its server (pid ${running}) on this data folder; stop it or use another BOTHY_HOME`,
+        )
+      }
+      if (whose._tag === "Foreign") {
+        return yield* fail(
+          "start",
+          `a server (pid ${running}) already runs on this data folder; stop it (kill -INT ${running}) or use another BOTHY_HOME`,
+        )
+      }
+      yield* Effect.logWarning(
+        `stopping the embedded PostgreSQL (pid ${running}) left running by bothy pid ${whose.owner}, which ended without stopping it`,
       )
+      yield* EmbeddedServerOwner.stopLeftBehind(running, stopAfter)
+      if (livePostmaster(dataDir) !== undefined) {
+        return yield* fail("start", `the server (pid ${running}) left on this data folder did not stop`)
+      }
     }
     if (yield* portInUse(options.port)) return yield* new EmbeddedPortInUse({ port: options.port })
     const password = yield* Effect.try({
@@ -301,12 +314,13 @@ export const start = (options: EmbeddedPostgresOptions): Effect.Effect<EmbeddedS
       (p) =>
         Effect.suspend(() => {
           p.stopping = true
-          return stop(p.watched)
+          return stop(p.watched).pipe(Effect.andThen(EmbeddedServerOwner.forget(dataDir)))
         }),
     )
     const w = postmaster.watched
     yield* ready(w, options.port, dataDir)
     const pid = w.child.pid ?? 0
+    yield* EmbeddedServerOwner.record(dataDir, pid)
     return {
       host,
       port: options.port,

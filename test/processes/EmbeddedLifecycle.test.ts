@@ -128,4 +128,43 @@ describe("embedded server lifecycle", () => {
       }).pipe(Effect.scoped),
     300_000,
   )
+  it.live(
+    "KilledWorkerServerStoppedAtNextStart: a bothy killed with SIGKILL leaves its server running; the next start on that home stops it and starts its own, while a server a live bothy runs is refused",
+    () =>
+      Effect.gen(function* () {
+        const home = yield* EmbeddedWorker.home
+        const first = yield* EmbeddedWorker.start({ BOTHY_HOME: home })
+        const { postmaster } = yield* EmbeddedWorker.running(first.worker)
+        const env = { BOTHY_HOME: home, BOTHY_EMBEDDED_PORT: first.port }
+
+        // Another bothy on the same home while the first runs: refused, the server untouched.
+        const second = yield* EmbeddedWorker.start(env)
+        const refused = yield* exitedWithin(second.worker)
+        assert.strictEqual(refused.code, 1, refused.stderr)
+        assert.include(
+          refused.stderr,
+          `another bothy (pid ${first.worker.child.pid}) runs its server (pid ${postmaster})`,
+        )
+        assert.isTrue(NodeProcess.groupAlive(postmaster))
+
+        // kill -9: no finalizer runs, so the server is left behind.
+        first.worker.child.kill("SIGKILL")
+        yield* exitedWithin(first.worker)
+        assert.isTrue(NodeProcess.groupAlive(postmaster), "the server outlives a SIGKILL of its bothy")
+
+        const third = yield* EmbeddedWorker.start(env)
+        const { postmaster: own } = yield* EmbeddedWorker.running(third.worker)
+        assert.notStrictEqual(own, postmaster)
+        assert.isFalse(NodeProcess.groupAlive(postmaster), "the server left behind was stopped")
+        assert.include(
+          third.worker.stdout(),
+          `stopping the embedded PostgreSQL (pid ${postmaster}) left running by bothy pid ${first.worker.child.pid}`,
+        )
+        third.worker.child.kill("SIGTERM")
+        const out = yield* exitedWithin(third.worker)
+        assert.strictEqual(out.code, 0, out.stderr)
+        assert.isFalse(NodeProcess.groupAlive(own), "and its own stops with it")
+      }).pipe(Effect.scoped),
+    180_000,
+  )
 })
