@@ -3,8 +3,10 @@
  * it: suppressed, scope-removed and dead-before-send deliveries take none, so a gap in what a
  * receiver sees means loss and nothing else.
  *
- * - `webhook_deliveries.sequence` may be NULL: not numbered yet (or never sent). UNIQUE
- *   (subscription_id, sequence) stays; NULLs are distinct.
+ * - `webhook_deliveries.sequence` may be NULL: not numbered yet (or never sent). Its uniqueness
+ *   per subscription becomes a partial index over the numbered rows only: the round creates
+ *   deliveries unnumbered, and as a plain UNIQUE (subscription_id, sequence) each of them cost an
+ *   index entry for its NULL (the round alone ran about 20 % slower with it).
  * - `webhook_subscriptions.last_sequence`: the last number a delivery of the subscription took,
  *   bumped by the drainer, which already updates this row when it records; `numbered_by` changes
  *   with every statement that hands out, keeps or gives back numbers, so a drainer gives numbers
@@ -33,4 +35,8 @@ export default Effect.gen(function* () {
     UPDATE webhook_subscriptions AS s SET last_sequence = w.sequence
     FROM webhook_drains AS w WHERE w.subscription_id = s.id AND w.sequence > 0`
   yield* sql`ALTER TABLE webhook_drains DROP COLUMN sequence`
+  yield* sql`
+    CREATE UNIQUE INDEX webhook_deliveries_sequence ON webhook_deliveries (subscription_id, sequence)
+    WHERE sequence IS NOT NULL`
+  yield* sql`ALTER TABLE webhook_deliveries DROP CONSTRAINT webhook_deliveries_subscription_id_sequence_key`
 })
