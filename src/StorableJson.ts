@@ -29,9 +29,17 @@ export interface Problem {
 
 interface Frame {
   readonly value: unknown
-  readonly path: ReadonlyArray<PropertyKey>
+  /** The container holding `value` and its key there: the path is only built for a problem. */
+  readonly parent: Frame | undefined
+  readonly key: PropertyKey | undefined
   /** Containers around `value`, itself excluded. */
   readonly depth: number
+}
+
+const pathOf = (frame: Frame, last?: PropertyKey): ReadonlyArray<PropertyKey> => {
+  const keys: Array<PropertyKey> = last === undefined ? [] : [last]
+  for (let f: Frame | undefined = frame; f?.parent !== undefined; f = f.parent) keys.push(f.key!)
+  return keys.reverse()
 }
 
 const notStorable = (field: string, what: string, why: string): Problem => ({
@@ -42,11 +50,11 @@ const notStorable = (field: string, what: string, why: string): Problem => ({
 
 /** The first problem of `value` (named `root` in messages), or `None` when it may be stored. */
 export const check = (value: Schema.Json, root: string, limits: Limits): Option.Option<Problem> => {
-  const stack: Array<Frame> = [{ value, path: [], depth: 0 }]
+  const stack: Array<Frame> = [{ value, parent: undefined, key: undefined, depth: 0 }]
   let values = 1
   while (stack.length > 0) {
     const frame = stack.pop()!
-    const at = () => fieldPath(root, frame.path)
+    const at = () => fieldPath(root, pathOf(frame))
     if (typeof frame.value === "string") {
       const why = unstorable(frame.value)
       if (why !== undefined) return Option.some(notStorable(at(), "the string", why))
@@ -74,12 +82,12 @@ export const check = (value: Schema.Json, root: string, limits: Limits): Option.
     }
     for (const [key] of entries) {
       const why = typeof key === "string" ? unstorable(key) : undefined
-      if (why !== undefined) return Option.some(notStorable(fieldPath(root, [...frame.path, key]), "the key", why))
+      if (why !== undefined) return Option.some(notStorable(fieldPath(root, pathOf(frame, key)), "the key", why))
     }
     // Reversed, so that the first entry is checked first and the first problem is the one reported.
     for (let i = entries.length - 1; i >= 0; i--) {
       const [key, item] = entries[i]!
-      stack.push({ value: item, path: [...frame.path, key], depth })
+      stack.push({ value: item, parent: frame, key, depth })
     }
   }
   return Option.none()

@@ -223,10 +223,9 @@ const attempt = (
   if (Buffer.byteLength(request.body, "utf8") > limits.maxRequestBytes) return Effect.succeed(failed("too_large"))
   const target = parseTarget(request.url, policy)
   if (Result.isFailure(target)) {
-    return Effect.as(
-      Effect.logDebug("webhook target refused", target.failure.message),
-      failed("blocked_ip", refusalOf(target.failure)),
-    )
+    // Not the URL: its path may hold a secret.
+    const refusal = refusalOf(target.failure)
+    return Effect.as(Effect.logDebug("webhook target refused", refusal), failed("blocked_ip", refusal))
   }
   const exchangeWith = (agent: Agent) =>
     Effect.tryPromise({
