@@ -49,11 +49,14 @@ export const claim = Effect.fnUntraced(function* (
   now: Date,
 ) {
   const sql = yield* SqlClient.SqlClient
+  // `now` has milliseconds and `scheduled_at` microseconds: a job inserted in the same millisecond
+  // as the claim (its NOTIFY can arrive that fast) is due within it, not skipped until the poll.
+  const dueBefore = new Date(now.getTime() + 1)
   return yield* sql<ClaimedJob>`
     WITH unflushed AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true) AS setting),
     next AS (
       SELECT id FROM jobs
-      WHERE queue = ${queue} AND state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= ${now}
+      WHERE queue = ${queue} AND state IN ('available', 'scheduled', 'retryable') AND scheduled_at < ${dueBefore}
         AND kind IN ${sql.in(kinds)}
       ORDER BY priority, scheduled_at, id
       LIMIT ${limit}

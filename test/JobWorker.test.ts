@@ -366,6 +366,23 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
     }),
   )
 
+  it.effect("JobsClaimSameMillisecond: a job inserted within the millisecond of the claim's clock is claimed", () =>
+    Effect.gen(function* () {
+      const jobs = yield* Jobs
+      const sql = yield* SqlClient.SqlClient
+      yield* jobs.insert([{ kind: "instant", queue: "instant", args: {} }])
+      // The row's time has microseconds; the worker's clock reads the same millisecond, truncated.
+      const [at] = yield* sql<{ ms: Date; us: number }>`
+        UPDATE jobs SET scheduled_at = date_trunc('milliseconds', scheduled_at) + interval '700 microseconds'
+        WHERE kind = 'instant'
+        RETURNING date_trunc('milliseconds', scheduled_at) AS ms,
+                  extract(microseconds FROM scheduled_at)::int % 1000 AS us`
+      assert.strictEqual(at!.us, 700)
+      const claimed = yield* claim("instant", ["instant"], 1, "worker-instant", at!.ms)
+      assert.strictEqual(claimed.length, 1, "due within the claim's millisecond")
+    }),
+  )
+
   it.effect("JobsStaleCompletionIgnored: an outcome from a worker that lost the job changes nothing", () =>
     Effect.gen(function* () {
       const jobs = yield* Jobs
