@@ -6,34 +6,35 @@
  * Benchmarks are not part of `npm test`: they take minutes and their figures depend on the machine.
  */
 import { readdirSync } from "node:fs"
+import { join } from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Schema } from "effect"
-import { isBenchmark } from "./Benchmark.ts"
-import { BenchServer } from "./BenchServer.ts"
-import * as Conditions from "./Conditions.ts"
-import * as Report from "./Report.ts"
+import { isBenchmark } from "./plumbing/Benchmark.ts"
+import { BenchServer } from "./plumbing/BenchServer.ts"
+import * as Conditions from "./plumbing/Conditions.ts"
+import * as Report from "./plumbing/Report.ts"
 
 export class UnknownBenchmark extends Schema.TaggedError<UnknownBenchmark>()("UnknownBenchmark", {
   name: Schema.String,
   available: Schema.Array(Schema.String),
 }) {
   override get message() {
-    return `no benchmark "${this.name}" (bench/${this.name}.ts); available: ${this.available.join(", ")}`
+    return `no benchmark "${this.name}" (bench/cases/${this.name}.ts); available: ${this.available.join(", ")}`
   }
 }
 
-// Lowercase modules are benchmarks; PascalCase ones are plumbing, and this file is the runner.
-const available = readdirSync(import.meta.dirname)
-  .filter((file) => /^[a-z][a-z0-9-]*\.ts$/.test(file) && file !== "run.ts")
+// Each module of bench/cases/ is a benchmark; bench/plumbing/ holds what they share.
+const available = readdirSync(join(import.meta.dirname, "cases"))
+  .filter((file) => /^[a-z][a-z0-9-]*\.ts$/.test(file))
   .map((file) => file.slice(0, -".ts".length))
   .sort()
 
 const load = (name: string) =>
-  Effect.promise(() => import(`./${name}.ts`)).pipe(
+  Effect.promise(() => import(`./cases/${name}.ts`)).pipe(
     Effect.flatMap((module: { readonly default?: unknown }) =>
       isBenchmark(module.default)
         ? Effect.succeed(module.default)
-        : Effect.die(`bench/${name}.ts must default-export a Benchmark (see bench/Benchmark.ts)`),
+        : Effect.die(`bench/cases/${name}.ts must default-export a Benchmark (see bench/plumbing/Benchmark.ts)`),
     ),
   )
 

@@ -5,18 +5,18 @@
  * starts before the sealing key is checked against the database's (`SealingKeyCheck`).
  */
 import { Effect, Layer } from "effect"
-import { BothyConfig, type Settings } from "../BothyConfig.ts"
-import * as Database from "../Database.ts"
-import { EventLog } from "../EventLog.ts"
-import * as EventLogPartitions from "../EventLogPartitions.ts"
-import { Jobs } from "../Jobs.ts"
-import * as JobWorker from "../JobWorker.ts"
-import { NotificationStream } from "../NotificationStream.ts"
-import * as PermissionGrants from "../PermissionGrants.ts"
-import * as SealingKeyCheck from "../SealingKeyCheck.ts"
-import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../WebhookConfig.ts"
-import * as WebhookDelivery from "../WebhookDelivery.ts"
-import * as WebhooksConsumer from "../WebhooksConsumer.ts"
+import * as PermissionGrants from "../authz/PermissionGrants.ts"
+import * as SealingKeyCheck from "../crypto/SealingKeyCheck.ts"
+import { Jobs } from "../jobs/Jobs.ts"
+import * as JobWorker from "../jobs/JobWorker.ts"
+import { EventLog } from "../log/EventLog.ts"
+import * as EventLogPartitions from "../log/EventLogPartitions.ts"
+import { BothyConfig, type Settings } from "../platform/BothyConfig.ts"
+import * as Database from "../platform/Database.ts"
+import { NotificationStream } from "../platform/NotificationStream.ts"
+import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
+import * as WebhookDrainer from "../webhooks/WebhookDrainer.ts"
+import * as WebhookFanOut from "../webhooks/WebhookFanOut.ts"
 
 /**
  * Drain runs in flight per worker process by default (`webhook.max_in_flight`; each subscription
@@ -33,16 +33,16 @@ export const deliveryConcurrency = deliveryDefaults.maxInFlight
 export const deliveries = Layer.unwrap(
   Effect.gen(function* () {
     const config = yield* WebhookConfig
-    const kind = yield* WebhookDelivery.make
+    const kind = yield* WebhookDrainer.make
     const concurrency = config.maxInFlight ?? deliveryConcurrency
-    return JobWorker.layer({ kinds: [kind], queues: { [WebhooksConsumer.queue]: { concurrency } } })
+    return JobWorker.layer({ kinds: [kind], queues: { [WebhookFanOut.queue]: { concurrency } } })
   }),
 )
 
 export const layer = (settings: Settings, webhooks: WebhookSettings) =>
   Layer.mergeAll(
     EventLogPartitions.maintain,
-    WebhooksConsumer.layer({
+    WebhookFanOut.layer({
       batchSize: settings.consumer.batchSize,
       pollInterval: settings.consumer.pollInterval,
       cooldown: settings.consumer.cooldown,

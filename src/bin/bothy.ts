@@ -14,9 +14,9 @@ import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, type LogLevel, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
-import * as BothyConfig from "../BothyConfig.ts"
-import * as Database from "../Database.ts"
-import * as WebhookConfig from "../WebhookConfig.ts"
+import * as BothyConfig from "../platform/BothyConfig.ts"
+import * as Database from "../platform/Database.ts"
+import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
 import * as Worker from "./Worker.ts"
 
 const logLevels: Record<string, LogLevel.LogLevel> = {

@@ -5,8 +5,8 @@
 import { assert } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import type { FanOutJob } from "../../src/ConsumerRound.ts"
-import type { Event } from "../../src/Event.ts"
+import type { FanOutJob } from "../../src/consumer/ConsumerRound.ts"
+import type { Event } from "../../src/log/Event.ts"
 
 /** Adds a cursor row for `name` at the current head, as a consumer's migration would. */
 export const register = (name: string) =>

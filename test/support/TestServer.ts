@@ -9,7 +9,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Cause, Effect, Exit, Redacted, References, Scope } from "effect"
-import * as EmbeddedPostgres from "../../src/EmbeddedPostgres.ts"
+import * as EmbeddedPostgres from "../../src/platform/EmbeddedPostgres.ts"
 
 export const freePort = Effect.callback<number>((resume) => {
   const server = createServer().listen(0, "127.0.0.1", () => {

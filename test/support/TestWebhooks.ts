@@ -6,17 +6,17 @@ import { randomBytes } from "node:crypto"
 import type { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Layer, Queue, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import * as Consumer from "../../src/Consumer.ts"
-import { EventLog } from "../../src/EventLog.ts"
-import type { JobInfo } from "../../src/JobKind.ts"
-import { Jobs } from "../../src/Jobs.ts"
-import { NotificationStream } from "../../src/NotificationStream.ts"
-import * as PermissionGrants from "../../src/PermissionGrants.ts"
-import { webhookDeliver } from "../../src/Permissions.ts"
-import * as SecretBox from "../../src/SecretBox.ts"
-import { WebhookConfig } from "../../src/WebhookConfig.ts"
-import { Webhooks } from "../../src/Webhooks.ts"
-import * as WebhooksConsumer from "../../src/WebhooksConsumer.ts"
+import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
+import { webhookDeliver } from "../../src/authz/Permissions.ts"
+import * as Consumer from "../../src/consumer/Consumer.ts"
+import * as SecretBox from "../../src/crypto/SecretBox.ts"
+import type { JobInfo } from "../../src/jobs/JobKind.ts"
+import { Jobs } from "../../src/jobs/Jobs.ts"
+import { EventLog } from "../../src/log/EventLog.ts"
+import { NotificationStream } from "../../src/platform/NotificationStream.ts"
+import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
+import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
+import { Webhooks } from "../../src/webhooks/Webhooks.ts"
 import * as TestDatabase from "./TestDatabase.ts"
 
 export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64"))))
@@ -50,7 +50,7 @@ export const layerEmpty = (options: LayerOptions = {}) => services(TestDatabase.
 
 /** One round of the `webhooks` consumer, run by hand so a test can act between round and job. */
 export const round = (batchSize = 10_000) =>
-  Effect.flatMap(Consumer.makeRound(WebhooksConsumer.roundOptions({ batchSize })), (r) => r)
+  Effect.flatMap(Consumer.makeRound(WebhookFanOut.roundOptions({ batchSize })), (r) => r)
 
 /**
  * Wake-ups for tests that wait on drainers: pass `onRecorded` to the drain job
@@ -98,10 +98,10 @@ export const drainJob = (subscriptionId: string) =>
     Effect.map(
       ([job]): JobInfo => ({
         id: job!.id,
-        kind: WebhooksConsumer.deliverKind,
-        queue: WebhooksConsumer.queue,
+        kind: WebhookFanOut.deliverKind,
+        queue: WebhookFanOut.queue,
         attempt: 1,
-        maxAttempts: WebhooksConsumer.maxAttempts,
+        maxAttempts: WebhookFanOut.maxAttempts,
         createdAt: new Date(),
       }),
     ),

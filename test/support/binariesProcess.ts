@@ -5,8 +5,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
-import * as EmbeddedBinaries from "../../src/EmbeddedBinaries.ts"
-import * as EmbeddedServerUser from "../../src/EmbeddedServerUser.ts"
+import * as EmbeddedBinaries from "../../src/platform/EmbeddedBinaries.ts"
+import * as EmbeddedServerUser from "../../src/platform/EmbeddedServerUser.ts"
 
 Effect.gen(function* () {
   const user = yield* EmbeddedServerUser.resolve

@@ -7,7 +7,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import type { TestProject } from "vitest/node"
-import * as Migrations from "../../src/Migrations.ts"
+import * as Migrations from "../../src/platform/Migrations.ts"
 import { withDatabase } from "./DatabaseUrl.ts"
 import * as TestServer from "./TestServer.ts"
 

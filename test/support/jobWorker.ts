@@ -10,9 +10,9 @@ import { NodeRuntime } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Duration, Effect, Exit, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import * as JobKind from "../../src/JobKind.ts"
-import * as JobWorker from "../../src/JobWorker.ts"
-import { NotificationStream } from "../../src/NotificationStream.ts"
+import * as JobKind from "../../src/jobs/JobKind.ts"
+import * as JobWorker from "../../src/jobs/JobWorker.ts"
+import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 
 const env = (name: string, fallback = "") => process.env[name] ?? fallback
 

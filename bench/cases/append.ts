@@ -1,0 +1,296 @@
+/**
+ * `npm run bench -- append`: appended events/s through `EventLog.append` with 1, 8 and 32
+ * concurrent producers, one and then ten events per transaction, next to the two `pg` driver
+ * baselines of `AppendBaselines.ts` measured in the same run on the same server.
+ *
+ * Every run starts from the same state (empty log, counter at 0, fresh checkpoint), and the three
+ * implementations take turns within each repeat, in a rotating order, so drift on a shared
+ * machine falls on all of them alike. After each run of ours (and of the naive baseline, which is
+ * gapless too) the log is checked: seqs are exactly 1..N and N is every event acknowledged.
+ */
+import { Console, Duration, Effect, Latch, Layer, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import type { NewEvent } from "../../src/log/Event.ts"
+import { EventLog } from "../../src/log/EventLog.ts"
+import * as AppendBaselines from "../plumbing/AppendBaselines.ts"
+import type { Benchmark } from "../plumbing/Benchmark.ts"
+import { BenchServer, pgClientConfig } from "../plumbing/BenchServer.ts"
+import { packageVersion, round3 } from "../plumbing/Figures.ts"
+import type { Report, Target } from "../plumbing/Report.ts"
+import { eventAt } from "../plumbing/SampleEvent.ts"
+import * as Throughput from "../plumbing/Throughput.ts"
+
+const producerCounts = [1, 8, 32] as const
+const batchSizes = [1, 10] as const
+const implementations = ["ours", "naive", "plain"] as const
+type Implementation = (typeof implementations)[number]
+
+type RunResult = Throughput.Run & { readonly repeat: number; readonly verified: boolean }
+
+interface Case {
+  readonly case: string
+  readonly producers: number
+  readonly eventsPerTxn: number
+  /** Medians over the repeats. */
+  readonly eventsPerSecond: Record<Implementation, number>
+  readonly ratio: { readonly oursOverNaive: number; readonly oursOverPlain: number }
+  /** Medians of the CPU this process used, in cores: what each client costs. */
+  readonly clientCores: Record<Implementation, number>
+  readonly runs: Record<Implementation, ReadonlyArray<RunResult>>
+}
+
+/** A run left the log in a state its implementation promises it cannot; its figure is void. */
+export class LogCheckFailed extends Schema.TaggedError<LogCheckFailed>()("LogCheckFailed", {
+  implementation: Schema.String,
+  detail: Schema.String,
+}) {
+  override get message() {
+    return `after a run of ${this.implementation}, event_log does not hold what the producers saw committed: ${this.detail}`
+  }
+}
+
+const sample: ReadonlyArray<NewEvent> = Array.from({ length: 256 }, (_, i) => eventAt(i))
+const payloadBytes = Math.round(
+  sample.reduce((sum, e) => sum + Buffer.byteLength(JSON.stringify(e.payload)), 0) / sample.length,
+)
+
+/** 64 batches of `size` events drawn from the sample in turn; producers cycle through them. */
+const batchesOf = (size: number) =>
+  Array.from({ length: 64 }, (_, b) => Array.from({ length: size }, (_, j) => sample[(b * size + j) % sample.length]!))
+
+// The baselines write the same trace_parent column ours fills from the current span.
+const traceParent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+const asRow = (e: NewEvent): AppendBaselines.Row => [e.space, e.type, e.actor, JSON.stringify(e.payload), traceParent]
+
+const reset = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`TRUNCATE event_log`
+  yield* sql`UPDATE event_seq SET value = 0`
+  yield* sql.unsafe("VACUUM event_seq") // the counter row is updated per transaction; start each run unbloated
+  yield* sql.unsafe("CHECKPOINT") // so no run pays for the previous run's dirty pages or full-page writes
+})
+
+/** Seqs are exactly 1..N, the counter says N, and N is every event a producer saw committed. */
+const verifyGapless = (implementation: Implementation, acknowledged: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ rows: bigint; seqs: bigint; first: bigint | null; last: bigint | null; head: bigint }>`
+      SELECT count(*) AS rows, count(DISTINCT seq) AS seqs, min(seq) AS first, max(seq) AS last,
+             (SELECT value FROM event_seq) AS head
+      FROM event_log`
+    const ok =
+      row !== undefined &&
+      row.rows === BigInt(acknowledged) &&
+      row.seqs === row.rows &&
+      row.first === 1n &&
+      row.last === row.rows &&
+      row.head === row.rows
+    if (!ok) {
+      return yield* new LogCheckFailed({
+        implementation,
+        detail: `expected seqs 1..${acknowledged}, found ${JSON.stringify(row, (_, v) => (typeof v === "bigint" ? String(v) : v))}`,
+      })
+    }
+    return true
+  })
+
+/** Baseline (b) has no gapless seqs to check, but every acknowledged event must be there. */
+const verifyCount = (implementation: Implementation, acknowledged: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const [row] = yield* sql<{ rows: bigint }>`SELECT count(*) AS rows FROM event_log`
+    if (row?.rows !== BigInt(acknowledged)) {
+      return yield* new LogCheckFailed({
+        implementation,
+        detail: `acknowledged ${acknowledged} events, found ${String(row?.rows)} rows`,
+      })
+    }
+    return true
+  })
+
+/**
+ * The pool opens connections in the background; holding all of them at once makes it finish, so
+ * that ours, like the baselines (whose clients connect before the clock starts), is measured
+ * with every connection open and authenticated.
+ */
+const openEveryConnection = (connections: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const allHeld = yield* Latch.make()
+    let held = 0
+    yield* Effect.forEach(
+      Array.from({ length: connections }),
+      () =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SELECT 1`
+            if (++held === connections) yield* allHeld.open
+            yield* allHeld.await
+          }),
+        ),
+      { concurrency: "unbounded", discard: true },
+    )
+  })
+
+const round = (n: number) => Math.round(n)
+const mapImplementations = <A>(f: (impl: Implementation) => A) =>
+  Object.fromEntries(implementations.map((impl) => [impl, f(impl)])) as Record<Implementation, A>
+
+const run = Effect.gen(function* () {
+  const server = yield* BenchServer
+  const settings = yield* Throughput.settings
+  const pgConfig = pgClientConfig(server)
+
+  const ours = (producers: number, batches: ReadonlyArray<ReadonlyArray<NewEvent>>) =>
+    Effect.gen(function* () {
+      const log = yield* EventLog
+      yield* openEveryConnection(producers)
+      return yield* Throughput.measure(settings, (tally) =>
+        Effect.forEach(
+          Array.from({ length: producers }, (_, p) => p),
+          (p) =>
+            Effect.gen(function* () {
+              for (let k = p; !tally.stopped; k++) {
+                const batch = batches[k % batches.length]!
+                yield* log.appendAfter(Effect.void, () => batch)
+                tally.add(batch.length)
+              }
+            }),
+          { concurrency: "unbounded", discard: true },
+        ),
+      )
+    }).pipe(Effect.provide(EventLog.layer.pipe(Layer.provideMerge(server.pool(producers)))))
+
+  const baseline = (
+    kind: AppendBaselines.Baseline,
+    producers: number,
+    batches: ReadonlyArray<ReadonlyArray<NewEvent>>,
+  ) =>
+    Effect.gen(function* () {
+      const rows = batches.map((b) => b.map(asRow))
+      const clients = yield* AppendBaselines.connect(pgConfig, producers)
+      return yield* Throughput.measure(settings, (tally) => AppendBaselines.produce(kind, clients, rows, tally))
+    }).pipe(Effect.scoped)
+
+  const once = (implementation: Implementation, producers: number, batches: ReadonlyArray<ReadonlyArray<NewEvent>>) =>
+    Effect.gen(function* () {
+      yield* reset
+      const result =
+        implementation === "ours"
+          ? yield* ours(producers, batches)
+          : yield* baseline(implementation, producers, batches)
+      const verified =
+        implementation === "plain"
+          ? yield* verifyCount(implementation, result.committed)
+          : yield* verifyGapless(implementation, result.committed)
+      return { ...result, verified }
+    })
+
+  const cases: Array<Case> = []
+  for (const eventsPerTxn of batchSizes) {
+    const batches = batchesOf(eventsPerTxn)
+    for (const producers of producerCounts) {
+      const runs = mapImplementations((): Array<RunResult> => [])
+      for (let repeat = 0; repeat < settings.repeats; repeat++) {
+        for (let i = 0; i < implementations.length; i++) {
+          const implementation = implementations[(i + repeat) % implementations.length]!
+          const r = yield* once(implementation, producers, batches)
+          runs[implementation].push({ repeat: repeat + 1, ...r })
+          yield* Console.log(
+            `${eventsPerTxn} ev/txn, ${producers} producers, ${implementation} #${repeat + 1}: ${round(r.eventsPerSecond)} ev/s (client ${r.clientCores} cores, machine ${Math.round(r.machineBusy * 100)}% busy)`,
+          )
+        }
+      }
+      const median = (impl: Implementation) => Throughput.median(runs[impl].map((r) => r.eventsPerSecond))
+      cases.push({
+        case: `${eventsPerTxn === 1 ? "single" : `batch${eventsPerTxn}`}-p${producers}`,
+        producers,
+        eventsPerTxn,
+        eventsPerSecond: mapImplementations(median),
+        ratio: { oursOverNaive: median("ours") / median("naive"), oursOverPlain: median("ours") / median("plain") },
+        clientCores: mapImplementations((impl) => Throughput.median(runs[impl].map((r) => r.clientCores))),
+        runs,
+      })
+    }
+  }
+
+  const ratioAt8 = (eventsPerTxn: number) =>
+    cases.find((c) => c.producers === 8 && c.eventsPerTxn === eventsPerTxn)?.ratio.oursOverNaive ?? Number.NaN
+  const target = (name: string, value: number): Target => ({
+    name,
+    value: round3(value),
+    target: 1.0,
+    met: value >= 1.0,
+  })
+  const times = (n: number) => `${n.toFixed(2)}x`
+
+  return {
+    conditions: {
+      benchSeconds: Duration.toSeconds(settings.window),
+      warmupSeconds: Duration.toSeconds(settings.warmup),
+      repeats: settings.repeats,
+      payloadBytes,
+      producers: producerCounts,
+      eventsPerTxn: batchSizes,
+      connections: "one per producer",
+      drivers: {
+        ours: `@effect/sql-pg ${packageVersion("@effect/sql-pg")}, a pool with min = max = producers, one fiber per producer`,
+        baselines: `pg ${packageVersion("pg")}, one pg.Client per producer, named prepared statements`,
+      },
+      table:
+        "all three write to event_log itself (partitioned by day, primary key (seq, occurred_at)); no scratch table",
+      betweenRuns: "TRUNCATE event_log; event_seq.value = 0; VACUUM event_seq; CHECKPOINT",
+      order: "each repeat runs ours, naive and plain in a rotating order",
+      figure: "median events/s over the repeats, each counting events committed inside the window after the warm-up",
+    },
+    results: cases.map((c) => ({
+      ...c,
+      eventsPerSecond: mapImplementations((impl) => round(c.eventsPerSecond[impl])),
+      ratio: { oursOverNaive: round3(c.ratio.oursOverNaive), oursOverPlain: round3(c.ratio.oursOverPlain) },
+      runs: mapImplementations((impl) =>
+        c.runs[impl].map((r) => ({ ...r, eventsPerSecond: round(r.eventsPerSecond), seconds: round3(r.seconds) })),
+      ),
+    })),
+    baseline: {
+      ours: "EventLog.appendAfter(Effect.void, () => batch): BEGIN; one statement (counter UPDATE, INSERT from jsonb_to_recordset, pg_notify); COMMIT. Includes event validation and the trace_parent from the current span.",
+      naive:
+        "(a) naive counter, separate round trips: BEGIN; UPDATE event_seq SET value = value + n RETURNING value, epoch; INSERT INTO event_log … VALUES (n rows); COMMIT. No NOTIFY.",
+      plain:
+        "(b) no counter: BEGIN; the same INSERT INTO event_log; COMMIT, seq from a client-side counter unique per producer (p+1, p+1+P, …), epoch 1; event_seq is never touched. No NOTIFY.",
+    },
+    targets: [
+      target("EventLog.append >= 1.0x baseline (a) at 8 producers, 1 event/txn", ratioAt8(1)),
+      target("EventLog.append >= 1.0x baseline (a) at 8 producers, 10 events/txn", ratioAt8(10)),
+    ],
+    table: {
+      columns: [
+        "case",
+        "producers",
+        "events/txn",
+        "ours ev/s",
+        "baseline a ev/s",
+        "baseline b ev/s",
+        "ours/a",
+        "ours/b",
+      ],
+      rows: cases.map((c) => [
+        c.case,
+        String(c.producers),
+        String(c.eventsPerTxn),
+        String(round(c.eventsPerSecond.ours)),
+        String(round(c.eventsPerSecond.naive)),
+        String(round(c.eventsPerSecond.plain)),
+        times(c.ratio.oursOverNaive),
+        times(c.ratio.oursOverPlain),
+      ]),
+    },
+  } satisfies Report
+})
+
+export default {
+  description: "events/s through EventLog.append vs a naive counter and no counter (pg driver), 1/8/32 producers",
+  run: Effect.gen(function* () {
+    const server = yield* BenchServer
+    return yield* run.pipe(Effect.provide(server.pool(1)))
+  }),
+} satisfies Benchmark

@@ -1,0 +1,129 @@
+/**
+ * The end-to-end producer on a thread of its own: the host app that appends, with its own event
+ * loop and pool, apart from the worker side as it is in production (a host app and a `bothy
+ * worker` process). Only its timing crosses the thread boundary.
+ *
+ *   main: new Worker(this file, { workerData: ProducerInput })
+ *   thread: pool connected ──"ready"──> main
+ *   main ──{ t0 }──> thread: appends event i at t0 + i × interval (open loop, `Throughput.steady`)
+ *   thread ──ProducerOutput──> main: when each append returned, how long it took, how late it started
+ *
+ * Times cross as absolute milliseconds (`performance.timeOrigin + performance.now()`): each thread
+ * has its own time origin.
+ */
+import { parentPort, Worker, workerData } from "node:worker_threads"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Redacted } from "effect"
+import { EventLog } from "../../src/log/EventLog.ts"
+import * as Throughput from "./Throughput.ts"
+import { eventAt } from "./WebhookSample.ts"
+
+export interface ProducerInput {
+  readonly host: string
+  readonly port: number
+  readonly user: string
+  readonly password: string
+  readonly database: string
+  readonly connections: number
+  readonly total: number
+  readonly interval: number
+  readonly subscriptions: number
+}
+
+export interface ProducerOutput {
+  /** Absolute ms at which each append returned. */
+  readonly committedAt: Float64Array
+  readonly appendMs: Float64Array
+  readonly lateTick: Float64Array
+}
+
+/**
+ * Appends event i at `t0 + i × interval` (this thread's `performance.now()`), open loop, and
+ * stamps in this thread's clock when each append returned and how long it took: the loop the
+ * thread runs, and the one the main thread runs itself with `producerThread` off.
+ */
+export const produce = (
+  log: EventLog["Service"],
+  options: { readonly total: number; readonly interval: number; readonly subscriptions: number; readonly t0: number },
+  out: { readonly committedAt: Float64Array; readonly appendMs: Float64Array; readonly lateTick: Float64Array },
+) =>
+  Throughput.steady({ ...options, lateTick: out.lateTick }, (i, sent) =>
+    log.append([eventAt(i, options.subscriptions)]).pipe(
+      Effect.tap(() =>
+        Effect.sync(() => {
+          const now = performance.now()
+          out.committedAt[i] = now
+          out.appendMs[i] = now - sent
+        }),
+      ),
+      Effect.asVoid,
+      Effect.orDie,
+    ),
+  )
+
+/** Runs the producer thread: resolves with its output once every append has returned. */
+export const run = (input: ProducerInput) =>
+  Effect.acquireRelease(
+    Effect.sync(() => new Worker(new URL(import.meta.url), { workerData: input })),
+    (worker) => Effect.promise(() => worker.terminate()),
+  ).pipe(
+    Effect.flatMap((worker) => {
+      const message = <A>() =>
+        Effect.callback<A, Error>((resume) => {
+          const onMessage = (m: A) => {
+            worker.off("error", onError)
+            resume(Effect.succeed(m))
+          }
+          const onError = (e: Error) => {
+            worker.off("message", onMessage)
+            resume(Effect.fail(e))
+          }
+          worker.once("message", onMessage)
+          worker.once("error", onError)
+        })
+      return Effect.succeed({
+        ready: message<"ready">(),
+        /** Starts at `t0` (this thread's `performance.now()`); the output's times are converted to it. */
+        start: (t0: number) =>
+          Effect.sync(() => worker.postMessage({ t0: performance.timeOrigin + t0 })).pipe(
+            Effect.andThen(message<ProducerOutput>()),
+            Effect.map((out) => {
+              const committedAt = out.committedAt.map((at) => at - performance.timeOrigin)
+              return { ...out, committedAt }
+            }),
+          ),
+      })
+    }),
+    Effect.orDie,
+  )
+
+if (parentPort !== null && workerData !== null && typeof workerData === "object" && "total" in workerData) {
+  const input = workerData as ProducerInput
+  const port = parentPort
+  const pool = PgClient.layer({
+    host: input.host,
+    port: input.port,
+    username: input.user,
+    password: Redacted.make(input.password),
+    database: input.database,
+    maxConnections: input.connections,
+    minConnections: input.connections,
+    applicationName: "bothy-bench-producer",
+  })
+  const program = Effect.gen(function* () {
+    const log = yield* EventLog
+    port.postMessage("ready")
+    const t0Absolute = yield* Effect.callback<number>((resume) => {
+      port.once("message", (m: { readonly t0: number }) => resume(Effect.succeed(m.t0)))
+    })
+    const out = {
+      committedAt: new Float64Array(input.total).fill(Number.NaN),
+      appendMs: new Float64Array(input.total).fill(Number.NaN),
+      lateTick: new Float64Array(input.total).fill(Number.NaN),
+    }
+    yield* produce(log, { ...input, t0: t0Absolute - performance.timeOrigin }, out)
+    const committedAt = out.committedAt.map((at) => at + performance.timeOrigin)
+    port.postMessage({ ...out, committedAt } satisfies ProducerOutput)
+  })
+  Effect.runFork(program.pipe(Effect.provide(EventLog.layer.pipe(Layer.provide(pool)))))
+}

@@ -1,0 +1,149 @@
+/**
+ * Inserting jobs. `insert` runs on whatever connection the caller's fiber holds: inside
+ * `sql.withTransaction` it joins that transaction, so the rows commit or vanish with it, and so
+ * does the `pg_notify('jobs', queue)` that wakes workers on commit.
+ *
+ * A batch is one statement, however many rows, passed as one typed array per column. Rows with a `uniqueKey` that already exists are
+ * skipped (`ON CONFLICT DO NOTHING`) and counted in `bothy.jobs.insert.suppressed`.
+ *
+ * Every row is validated before the statement, so one bad row inserts nothing: an `InvalidJob`
+ * names the row and the field (`kind`, `args.to[2]`), including text PostgreSQL cannot hold (NUL,
+ * an unpaired surrogate) anywhere in the args, keys too, and args nested deeper than
+ * `maxArgsDepth`, which would otherwise be an `SqlError` or a stack overflow.
+ */
+import { Context, Effect, Layer, Metric, Option, Result, Schema } from "effect"
+import { SqlClient, type Statement } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import { firstIssue } from "../platform/FieldIssue.ts"
+import { column } from "../platform/SqlArrays.ts"
+import * as StorableJson from "../platform/StorableJson.ts"
+import { storableCheck } from "../platform/StorableText.ts"
+import * as JobMetrics from "./JobMetrics.ts"
+
+/**
+ * "The job `id` is live": it exists in a state that will still run (or is running), so whatever it
+ * holds stays held. `id` is a value or a fragment naming a column. Completed jobs are deleted and
+ * cancelled or discarded ones never run again, so neither holds anything.
+ */
+export const isLive = (sql: SqlClient.SqlClient, id: bigint | Statement.Fragment) => sql`EXISTS (
+  SELECT 1 FROM jobs AS live WHERE live.id = ${id} AND live.state IN ('available', 'scheduled', 'running', 'retryable')
+)`
+
+/** How deep arrays and objects may nest in a job's args. */
+export const maxArgsDepth = 64
+/** Values in a job's args, counted as JSON writes them. */
+export const maxArgsValues = 1_000_000
+/** A unique key stays well inside the 2,704 bytes a btree index entry may take (3 bytes per code unit at most). */
+export const maxUniqueKeyLength = 512
+
+const Name = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(128), storableCheck)
+
+// Dates PostgreSQL's timestamptz and the ISO form both hold; JavaScript's go further both ways.
+const Instant = Schema.Date.check(
+  Schema.isBetweenDate({ minimum: new Date("0001-01-01T00:00:00Z"), maximum: new Date("9999-12-31T23:59:59.999Z") }),
+)
+
+export const JobInsert = Schema.Struct({
+  kind: Name,
+  queue: Schema.optional(Name),
+  args: Schema.Json,
+  /** 1 (first) to 4 (last), as in River. */
+  priority: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 4 }))),
+  maxAttempts: Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 1000 }))),
+  /** Not claimable before this time. */
+  scheduledAt: Schema.optional(Instant),
+  uniqueKey: Schema.optional(
+    Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(maxUniqueKeyLength), storableCheck),
+  ),
+  traceParent: Schema.optional(Schema.NullOr(Schema.String.check(Schema.isMaxLength(256), storableCheck))),
+})
+export type JobInsert = typeof JobInsert.Type
+
+export class InvalidJob extends Schema.TaggedError<InvalidJob>()("InvalidJob", {
+  /** Position of the offending job in the batch that was refused. */
+  index: Schema.Int,
+  /** The offending field (`kind`, `args.to[2]`), or empty when the row itself is not an object. */
+  field: Schema.String,
+  detail: Schema.String,
+}) {
+  override get message() {
+    return `job ${this.index} rejected${this.field === "" ? "" : ` at ${this.field}`}: ${this.detail}`
+  }
+}
+
+export interface Inserted {
+  readonly inserted: number
+  /** Rows skipped because their unique key already existed. */
+  readonly suppressed: number
+}
+
+export interface InsertOptions {
+  /**
+   * A data-modifying statement run as part of the insert statement (a consumer's cursor update,
+   * say): one round trip instead of two. It runs even when `jobs` is empty.
+   */
+  readonly alongside?: Statement.Fragment
+}
+
+const decodeJob = Schema.decodeUnknownResult(JobInsert)
+
+const validateOne = (job: unknown, index: number): Effect.Effect<JobInsert, InvalidJob> => {
+  const decoded = decodeJob(job)
+  if (Result.isFailure(decoded)) return Effect.fail(new InvalidJob({ index, ...firstIssue(decoded.failure) }))
+  const problem = StorableJson.check(decoded.success.args, "args", { maxDepth: maxArgsDepth, maxValues: maxArgsValues })
+  return Option.isSome(problem)
+    ? Effect.fail(new InvalidJob({ index, field: problem.value.field, detail: problem.value.detail }))
+    : Effect.succeed(decoded.success)
+}
+
+const validate = (jobs: ReadonlyArray<unknown>) => Effect.forEach(jobs, validateOne)
+
+export class Jobs extends Context.Service<
+  Jobs,
+  {
+    /** Inserts the rows in one statement, in the caller's transaction if there is one. */
+    readonly insert: (
+      jobs: ReadonlyArray<JobInsert>,
+      options?: InsertOptions,
+    ) => Effect.Effect<Inserted, InvalidJob | SqlError>
+  }
+>()("bothy/Jobs") {
+  static readonly layer = Layer.effect(
+    Jobs,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+
+      const insert = Effect.fn("Jobs.insert")(function* (jobs: ReadonlyArray<JobInsert>, options?: InsertOptions) {
+        const alongside = options?.alongside
+        if (jobs.length === 0) {
+          if (alongside !== undefined) yield* sql`${alongside}`
+          return { inserted: 0, suppressed: 0 }
+        }
+        const valid = yield* validate(jobs)
+        const also = alongside === undefined ? sql.literal("") : sql`, alongside AS (${alongside})`
+        const [row] = yield* sql<{ inserted: number }>`
+          WITH ins AS (
+            INSERT INTO jobs (kind, queue, args, priority, max_attempts, scheduled_at, state, unique_key, trace_parent)
+            SELECT k, coalesce(q, 'default'), a::jsonb, coalesce(p, 1), coalesce(m, 25), coalesce(s, clock_timestamp()),
+                   CASE WHEN s > clock_timestamp() THEN 'scheduled' ELSE 'available' END::job_state, u, t
+            FROM unnest(${column(valid, (j) => j.kind)}::text[], ${column(valid, (j: JobInsert) => j.queue)}::text[],
+                        ${column(valid, (j) => JSON.stringify(j.args))}::text[],
+                        ${column(valid, (j) => j.priority)}::int2[], ${column(valid, (j: JobInsert) => j.maxAttempts)}::int4[],
+                        ${column(valid, (j) => j.scheduledAt)}::timestamptz[], ${column(valid, (j: JobInsert) => j.uniqueKey)}::text[],
+                        ${column(valid, (j) => j.traceParent)}::text[]) AS r(k, q, a, p, m, s, u, t)
+            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+            RETURNING queue
+          ), wake AS MATERIALIZED (
+            SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM ins) AS queues
+          )${also}
+          SELECT (SELECT count(*) FROM ins)::int AS inserted, (SELECT count(*) FROM wake)::int AS woken`
+        const inserted = row!.inserted
+        const suppressed = jobs.length - inserted
+        if (suppressed > 0) yield* Metric.update(JobMetrics.insertSuppressed, suppressed)
+        return { inserted, suppressed }
+      })
+
+      return Jobs.of({ insert })
+    }),
+  )
+}

@@ -1,0 +1,196 @@
+/**
+ * The event log: append inside the producer's transaction, read in seq order, read the head.
+ *
+ * Invariant: gapless and commit-ordered. Appending locks the one `event_seq` row, so commits that
+ * append are serialized and a reader that sees seq n sees every seq below it; a rollback gives the
+ * numbers back. The price is that the row lock is held from the counter update to the end of
+ * COMMIT, so that window holds exactly one statement: the counter update, the insert and the
+ * NOTIFY run together, and nothing but COMMIT follows. `appendAfter` makes that order structural.
+ *
+ * Appenders queue on a transaction-scoped advisory lock taken just before the counter update, so
+ * the row is free whenever one gets to it: the lock manager hands the advisory lock to the next
+ * waiter alone, where waiters on the row itself were all woken at every commit to race for it
+ * again (at 32 producers that halved the throughput). Anything else that updates `event_seq` must
+ * take the same lock first (`appendLockKey`).
+ *
+ * The log knows no consumer: the NOTIFY on `event_log` carries no payload and is only a wake-up.
+ */
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import { SqlClient, type Statement } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import { isNoPartition, pgFailure } from "../platform/PgError.ts"
+import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
+
+/** The transaction-scoped advisory lock appenders queue on (see the module header). */
+export const appendLockKey = 7_270_100_001n
+
+/** Where an append landed in the log. */
+export interface Appended {
+  readonly firstSeq: bigint
+  readonly lastSeq: bigint
+  readonly epoch: number
+  readonly occurredAt: Date
+}
+
+/** The head of the log: the highest committed seq (0 when empty) and the current epoch. */
+export interface Head {
+  readonly seq: bigint
+  readonly epoch: number
+}
+
+export class EventLogPartitionMissing extends Schema.TaggedError<EventLogPartitionMissing>()(
+  "EventLogPartitionMissing",
+  { detail: Schema.String },
+) {
+  override get message() {
+    return `event_log has no partition for the current time; run event_log_ensure_partitions (the bothy worker does this hourly): ${this.detail}`
+  }
+}
+
+export type AppendError = InvalidEvent | EventLogPartitionMissing | SqlError
+
+export class EventLog extends Context.Service<
+  EventLog,
+  {
+    /**
+     * Appends events as the last statement of the current transaction (or on its own when there
+     * is none). Call it last: anything after it in the same transaction holds the commit lock
+     * that every producer waits on. `appendAfter` enforces that.
+     */
+    readonly append: (events: ReadonlyArray<NewEvent>) => Effect.Effect<Appended, AppendError>
+    /**
+     * Runs a producer's own work and the append in one transaction, the append last, then
+     * commits. Use it as the outermost transaction: nested in another one it becomes a savepoint
+     * and the commit lock is held until the outer transaction ends.
+     */
+    readonly appendAfter: <A, E, R>(
+      work: Effect.Effect<A, E, R>,
+      events: (value: A) => ReadonlyArray<NewEvent>,
+    ) => Effect.Effect<{ readonly value: A; readonly appended: Option.Option<Appended> }, E | AppendError, R>
+    /** Up to `limit` events with `seq > afterSeq`, in seq order, from one snapshot. */
+    readonly read: (afterSeq: bigint, limit: number) => Effect.Effect<ReadonlyArray<Event>, SqlError>
+    /**
+     * `read` and `head` from one snapshot. Because the log is gapless, any seq at or below `head`
+     * that is missing from the result has left the log (retention), never "not committed yet".
+     */
+    readonly readWithHead: (
+      afterSeq: bigint,
+      limit: number,
+    ) => Effect.Effect<{ readonly head: Head; readonly events: ReadonlyArray<Event> }, SqlError>
+    /**
+     * `readWithHead` after the `last_seq` that `from` yields, in the same statement: `from` is a
+     * query returning at most one row with a `last_seq` column (a consumer's locked cursor row, say),
+     * so locking the position and reading after it take one round trip. No row: `None`.
+     */
+    readonly readFrom: (
+      from: Statement.Fragment,
+      limit: number,
+    ) => Effect.Effect<
+      Option.Option<{ readonly after: bigint; readonly head: Head; readonly events: ReadonlyArray<Event> }>,
+      SqlError
+    >
+    readonly head: Effect.Effect<Head, SqlError>
+  }
+>()("bothy/EventLog") {
+  static readonly layer = Layer.effect(
+    EventLog,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+
+      const traceParent = Effect.currentSpan.pipe(
+        Effect.map((span) => `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`),
+        Effect.orElseSucceed(() => null),
+      )
+
+      const append = Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
+        const valid = yield* Effect.fromResult(validateBatch(events))
+        const parent = yield* traceParent
+        const rows = JSON.stringify(
+          valid.map(([e, payload]) => ({ s: e.space, t: e.type, a: e.actor, p: payload, tp: parent })),
+        )
+        const n = valid.length
+        // One statement: counter update (takes the lock), insert, NOTIFY. Only COMMIT follows.
+        const [row] = yield* sql<{ base: bigint; epoch: number; at: Date }>`
+          WITH turn AS MATERIALIZED (
+            SELECT pg_advisory_xact_lock(${appendLockKey})
+          ), head AS (
+            UPDATE event_seq SET value = value + ${n} FROM turn
+            RETURNING value - ${n} AS base, epoch, clock_timestamp() AS at
+          ), ins AS (
+            INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload, trace_parent)
+            SELECT head.base + e.ord, head.epoch, head.at, e.s, e.t, e.a, e.p::jsonb, e.tp
+            FROM head, ROWS FROM (jsonb_to_recordset(${rows}::jsonb) AS (s text, t text, a text, p text, tp text))
+              WITH ORDINALITY AS e(s, t, a, p, tp, ord)
+          )
+          SELECT head.base, head.epoch, head.at FROM head, (SELECT pg_notify('event_log', '')) AS wake`.pipe(
+          Effect.catchIf(isNoPartition, (e) =>
+            Effect.fail(new EventLogPartitionMissing({ detail: pgFailure(e).message })),
+          ),
+        )
+        if (row === undefined) return yield* Effect.die("event_seq has no row: the migrations were not applied")
+        return {
+          firstSeq: row.base + 1n,
+          lastSeq: row.base + BigInt(n),
+          epoch: row.epoch,
+          occurredAt: row.at,
+        } satisfies Appended
+      })
+
+      const appendAfter = <A, E, R>(work: Effect.Effect<A, E, R>, events: (value: A) => ReadonlyArray<NewEvent>) =>
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const value = yield* work
+            const batch = events(value)
+            const appended = batch.length === 0 ? Option.none() : Option.some(yield* append(batch))
+            return { value, appended }
+          }),
+        )
+
+      const decodeEvents = Schema.decodeUnknownEffect(Schema.Array(Event))
+
+      const read = Effect.fn("EventLog.read")(function* (afterSeq: bigint, limit: number) {
+        const rows = yield* sql`
+          SELECT seq, epoch, occurred_at AS "occurredAt", space_id AS space, type, actor, payload,
+                 trace_parent AS "traceParent"
+          FROM event_log WHERE seq > ${afterSeq} ORDER BY seq LIMIT ${limit}`
+        return yield* decodeEvents(rows).pipe(Effect.orDie)
+      })
+
+      const readFrom = Effect.fn("EventLog.readFrom")(function* (from: Statement.Fragment, limit: number) {
+        const rows = yield* sql<{ after: bigint; head: bigint; headEpoch: number; seq: bigint | null }>`
+          WITH c AS MATERIALIZED (${from})
+          SELECT c.last_seq AS after, s.value AS head, s.epoch AS "headEpoch", e.seq, e.epoch,
+                 e.occurred_at AS "occurredAt", e.space_id AS space, e.type, e.actor, e.payload,
+                 e.trace_parent AS "traceParent"
+          FROM c CROSS JOIN event_seq AS s
+          LEFT JOIN LATERAL (
+            SELECT * FROM event_log WHERE seq > c.last_seq ORDER BY seq LIMIT ${limit}
+          ) AS e ON true
+          ORDER BY e.seq`
+        const first = rows[0]
+        if (first === undefined) return Option.none()
+        const events = yield* decodeEvents(first.seq === null ? [] : rows).pipe(Effect.orDie)
+        return Option.some({ after: first.after, head: { seq: first.head, epoch: first.headEpoch }, events })
+      })
+
+      const readWithHead = (afterSeq: bigint, limit: number) =>
+        readFrom(sql`SELECT ${afterSeq}::int8 AS last_seq`, limit).pipe(
+          Effect.flatMap(
+            Option.match({
+              onNone: () => Effect.die("event_seq has no row: the migrations were not applied"),
+              onSome: ({ head, events }) => Effect.succeed({ head, events }),
+            }),
+          ),
+        )
+
+      const head = sql<Head>`SELECT value AS seq, epoch FROM event_seq`.pipe(
+        Effect.flatMap(([row]) =>
+          row === undefined ? Effect.die("event_seq has no row: the migrations were not applied") : Effect.succeed(row),
+        ),
+        Effect.withSpan("EventLog.head"),
+      )
+
+      return EventLog.of({ append, appendAfter, read, readWithHead, readFrom, head })
+    }),
+  )
+}

@@ -1,0 +1,255 @@
+/**
+ * One webhook delivery attempt: a single POST whose every outcome is a classified `SendResult`,
+ * never an error, so the caller records it and decides about retries from `status`, `errorClass`
+ * and `retryAfter` alone.
+ *
+ * What it keeps true:
+ * - Nothing is sent to a refused target. The URL is checked before connecting (scheme,
+ *   credentials, IP literals: `parseTarget`), and the socket resolves host names through
+ *   `safeLookup`, so the address actually dialed is checked, after any DNS change since the
+ *   webhook was created.
+ * - Redirects are never followed: the policy judged the URL, not wherever a redirect points. A
+ *   3xx is a result (`errorClass: "redirect"`). undici 8 follows redirects only when a `redirect`
+ *   interceptor is composed in, and none is.
+ * - Bounded: an oversized request body is refused before connecting; at most `maxResponseBytes`
+ *   of the response body are read, then the connection is dropped; connecting and the whole
+ *   exchange each have a time limit.
+ *
+ * By default each call uses its own undici `Agent`, destroyed when the call ends, so no
+ * connection (and no resolved address) outlives the attempt that checked it. A caller sending many
+ * requests to one target in a short while (a drainer working through a subscription's backlog)
+ * may pass its own `Connections` instead, made with the same policy and limits: its keep-alive
+ * connections were each checked when dialed, and they end when the caller closes them.
+ */
+import { Clock, Duration, Effect, Result } from "effect"
+import { Agent } from "undici"
+import { parseTarget, safeLookup, type TargetPolicy, UnsafeWebhookTarget } from "./OutboundTarget.ts"
+
+export type ErrorClass = "dns" | "connect" | "tls" | "timeout" | "blocked_ip" | "redirect" | "too_large"
+
+export interface SendRequest {
+  readonly url: string
+  readonly headers: Record<string, string>
+  readonly body: string
+}
+
+export interface SendResult {
+  /** The response status; `undefined` when no response arrived. */
+  readonly status: number | undefined
+  /** Why the attempt did not end in a followed-through response; `undefined` for any non-3xx response. */
+  readonly errorClass: ErrorClass | undefined
+  /** The response body as UTF-8, cut on a character boundary to at most `maxResponseBytes` bytes. */
+  readonly body: string
+  /** Whether the response body was longer than what `body` holds. */
+  readonly truncated: boolean
+  readonly durationMs: number
+  /** The raw `Retry-After` header, for the caller to interpret. */
+  readonly retryAfter: string | undefined
+  /** Why the target policy refused it (`blocked_ip`): reason and detail, without the URL (its path may hold a secret). */
+  readonly refusal?: string
+}
+
+export interface SendLimits {
+  /** DNS lookup, TCP connect and TLS handshake together. */
+  readonly connectTimeout: Duration.Input
+  /** The whole attempt, from connecting to the end of the response body. */
+  readonly totalTimeout: Duration.Input
+  /** Request bodies above this many UTF-8 bytes are refused (`too_large`) without connecting. */
+  readonly maxRequestBytes: number
+  /** Response body bytes kept; the rest is not read. */
+  readonly maxResponseBytes: number
+}
+
+export const defaultLimits: SendLimits = {
+  connectTimeout: "5 seconds",
+  totalTimeout: "15 seconds",
+  maxRequestBytes: 64 * 1024,
+  maxResponseBytes: 20_000,
+}
+
+type Outcome = Omit<SendResult, "durationMs">
+
+/** Connections shared by the sends of one caller; see the module header. */
+export interface Connections {
+  readonly agent: Agent
+}
+
+const makeAgent = (policy: TargetPolicy, limits: SendLimits) =>
+  new Agent({ connect: { lookup: safeLookup(policy), timeout: Duration.toMillis(limits.connectTimeout) } })
+
+/** Keep-alive connections checked by `policy` when dialed, destroyed when the scope closes. */
+export const connections = (policy: TargetPolicy, limits: Partial<SendLimits> = {}) =>
+  Effect.acquireRelease(
+    Effect.sync((): Connections => ({ agent: makeAgent(policy, { ...defaultLimits, ...limits }) })),
+    ({ agent }) => Effect.ignore(Effect.tryPromise(() => agent.destroy())),
+  )
+
+const failed = (errorClass: ErrorClass, refusal?: string): Outcome => ({
+  status: undefined,
+  errorClass,
+  body: "",
+  truncated: false,
+  retryAfter: undefined,
+  ...(refusal === undefined ? {} : { refusal }),
+})
+
+const refusalOf = (e: UnsafeWebhookTarget) => `${e.reason}: ${e.detail}`
+
+const decoder = new TextDecoder("utf-8")
+
+/**
+ * Decodes at most `max` bytes of `bytes` as UTF-8, never splitting a character. Invalid bytes
+ * decode to U+FFFD, which takes three bytes, so the decoded text is measured again and cut once
+ * more if it grew past `max`.
+ */
+export const utf8Prefix = (bytes: Uint8Array, max: number): { readonly text: string; readonly truncated: boolean } => {
+  let end = bytes.length
+  if (end > max) {
+    end = max
+    // A continuation byte (10xxxxxx) at the cut means a character straddles it: cut before its
+    // lead byte instead. A character has at most three continuation bytes.
+    while (end > max - 3 && end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
+  }
+  const text = decoder.decode(bytes.subarray(0, end))
+  if (Buffer.byteLength(text, "utf8") <= max) return { text, truncated: end < bytes.length }
+  return { text: utf8Prefix(Buffer.from(text, "utf8"), max).text, truncated: true }
+}
+
+/** Reads up to `max + 4` bytes (enough to see whether byte `max` ends a character); leaving the loop early destroys the stream, which drops the connection. */
+const readCapped = async (body: AsyncIterable<Uint8Array>, max: number): Promise<Uint8Array> => {
+  const chunks: Array<Uint8Array> = []
+  let size = 0
+  for await (const chunk of body) {
+    chunks.push(chunk)
+    size += chunk.length
+    if (size > max + 3) break
+  }
+  return Buffer.concat(chunks, Math.min(size, max + 4))
+}
+
+const headerText = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
+  typeof value === "string" ? value : value === undefined ? undefined : value.join(", ")
+
+const exchange = async (
+  agent: Agent,
+  url: URL,
+  request: SendRequest,
+  maxResponseBytes: number,
+  signal: AbortSignal,
+): Promise<Outcome> => {
+  const response = await agent.request({
+    origin: url.origin,
+    path: `${url.pathname}${url.search}`,
+    method: "POST",
+    headers: request.headers,
+    body: request.body,
+    signal,
+  })
+  const { text, truncated } = utf8Prefix(await readCapped(response.body, maxResponseBytes), maxResponseBytes)
+  const status = response.statusCode
+  return {
+    status,
+    errorClass: status >= 300 && status < 400 ? "redirect" : undefined,
+    body: text,
+    truncated,
+    retryAfter: headerText(response.headers["retry-after"]),
+  }
+}
+
+const dnsCodes = new Set(["ENOTFOUND", "EAI_AGAIN", "EAI_NONAME", "EAI_NODATA", "EAI_FAIL", "ENODATA"])
+const timeoutCodes = new Set([
+  "ETIMEDOUT",
+  "UND_ERR_CONNECT_TIMEOUT",
+  "UND_ERR_HEADERS_TIMEOUT",
+  "UND_ERR_BODY_TIMEOUT",
+])
+// OpenSSL reports handshake failures as ERR_SSL_*, Node's TLS layer as ERR_TLS_*, and certificate
+// verification by the X509 error name (CERT_HAS_EXPIRED, DEPTH_ZERO_SELF_SIGNED_CERT, ...).
+const tlsCode = /^(ERR_SSL_|ERR_TLS_|ERR_OSSL_|CERT_|UNABLE_TO_|DEPTH_ZERO_|SELF_SIGNED_|HOSTNAME_MISMATCH)/
+
+/** The error and everything it wraps: `cause` chains and the attempts of an `AggregateError`. */
+const chainOf = (error: unknown): ReadonlyArray<unknown> => {
+  const seen: Array<unknown> = []
+  const visit = (e: unknown) => {
+    if (e === undefined || e === null || seen.includes(e) || seen.length > 32) return
+    seen.push(e)
+    if (e instanceof AggregateError) e.errors.forEach(visit)
+    if (typeof e === "object" && "cause" in e) visit(e.cause)
+  }
+  visit(error)
+  return seen
+}
+
+/**
+ * Which class a failed exchange belongs to. A refusal by the target policy wins over anything
+ * else; a transport error nobody anticipated (the server closing the socket before answering,
+ * say) counts as `connect`.
+ */
+export const classify = (error: unknown): ErrorClass => {
+  const chain = chainOf(error)
+  if (chain.some((e) => e instanceof UnsafeWebhookTarget)) return "blocked_ip"
+  const codes = chain.flatMap((e) =>
+    typeof e === "object" && e !== null && "code" in e && typeof e.code === "string" ? [e.code] : [],
+  )
+  if (codes.some((code) => dnsCodes.has(code))) return "dns"
+  if (codes.some((code) => timeoutCodes.has(code))) return "timeout"
+  if (codes.some((code) => tlsCode.test(code))) return "tls"
+  return "connect"
+}
+
+/**
+ * Sends one POST and classifies what happened. Never fails: a refused URL (bad scheme,
+ * credentials, blocked address) is `blocked_ip`, whatever the reason, because the result has no
+ * other class for "the policy said no".
+ */
+export const send = Effect.fn("OutboundSender.send")(function* (
+  request: SendRequest,
+  policy: TargetPolicy,
+  limits: Partial<SendLimits> = {},
+  shared?: Connections,
+) {
+  const started = yield* Clock.currentTimeMillis
+  const outcome = yield* attempt(request, policy, { ...defaultLimits, ...limits }, shared)
+  const finished = yield* Clock.currentTimeMillis
+  return { ...outcome, durationMs: finished - started } satisfies SendResult
+})
+
+const attempt = (
+  request: SendRequest,
+  policy: TargetPolicy,
+  limits: SendLimits,
+  shared: Connections | undefined,
+): Effect.Effect<Outcome> => {
+  if (Buffer.byteLength(request.body, "utf8") > limits.maxRequestBytes) return Effect.succeed(failed("too_large"))
+  const target = parseTarget(request.url, policy)
+  if (Result.isFailure(target)) {
+    // Not the URL: its path may hold a secret.
+    const refusal = refusalOf(target.failure)
+    return Effect.as(Effect.logDebug("webhook target refused", refusal), failed("blocked_ip", refusal))
+  }
+  const exchangeWith = (agent: Agent) =>
+    Effect.tryPromise({
+      try: (signal) => exchange(agent, target.success, request, limits.maxResponseBytes, signal),
+      catch: (error) => error,
+    })
+  const sent =
+    shared === undefined
+      ? Effect.acquireUseRelease(
+          Effect.sync(() => makeAgent(policy, limits)),
+          exchangeWith,
+          // Destroying (not closing) drops a connection still streaming a body we stopped reading.
+          (agent) => Effect.ignore(Effect.tryPromise(() => agent.destroy())),
+        )
+      : exchangeWith(shared.agent)
+  return sent.pipe(
+    Effect.catch((error) => {
+      const errorClass = classify(error)
+      const refused = chainOf(error).find((e): e is UnsafeWebhookTarget => e instanceof UnsafeWebhookTarget)
+      return Effect.as(
+        Effect.logDebug("webhook send failed", errorClass, String(error)),
+        failed(errorClass, refused === undefined ? undefined : refusalOf(refused)),
+      )
+    }),
+    Effect.timeoutOrElse({ duration: limits.totalTimeout, orElse: () => Effect.succeed(failed("timeout")) }),
+  )
+}

@@ -1,0 +1,44 @@
+/**
+ * bothy's schema migrations, applied by the `effect/sql` migrator in one locked transaction, so
+ * concurrent starts are safe and a second run is a no-op.
+ *
+ * Migrations are imported statically rather than read from a folder at run time: the same record
+ * then works from the TypeScript sources and from the built `dist/`, with no file-system service.
+ * A test checks that every file in `migrations/` is listed here.
+ */
+import { Effect } from "effect"
+import { Migrator } from "effect/sql"
+import eventLog from "../../migrations/0001_event_log.ts"
+import eventConsumerCursors from "../../migrations/0002_event_consumer_cursors.ts"
+import jobs from "../../migrations/0003_jobs.ts"
+import jobWorkers from "../../migrations/0004_job_workers.ts"
+import permissionGrants from "../../migrations/0005_permission_grants.ts"
+import webhooks from "../../migrations/0006_webhooks.ts"
+import webhookDrains from "../../migrations/0007_webhook_drains.ts"
+import webhookDrainRelease from "../../migrations/0008_webhook_drain_release.ts"
+import webhookSentSequence from "../../migrations/0009_webhook_sent_sequence.ts"
+import webhookSealingKey from "../../migrations/0010_webhook_sealing_key.ts"
+import jobsAttemptInteger from "../../migrations/0011_jobs_attempt_integer.ts"
+
+export const migrations = {
+  "0001_event_log": eventLog,
+  "0002_event_consumer_cursors": eventConsumerCursors,
+  "0003_jobs": jobs,
+  "0004_job_workers": jobWorkers,
+  "0005_permission_grants": permissionGrants,
+  "0006_webhooks": webhooks,
+  "0007_webhook_drains": webhookDrains,
+  "0008_webhook_drain_release": webhookDrainRelease,
+  "0009_webhook_sent_sequence": webhookSentSequence,
+  "0010_webhook_sealing_key": webhookSealingKey,
+  "0011_jobs_attempt_integer": jobsAttemptInteger,
+} as const
+
+/** The table in which the migrator records applied migrations. */
+export const migrationsTable = "bothy_migrations"
+
+/** Applies every pending migration; returns the ids and names it applied (empty when current). */
+export const run = Migrator.make({})({
+  loader: Migrator.fromRecord(migrations),
+  table: migrationsTable,
+}).pipe(Effect.withSpan("Migrations.run"))

@@ -1,0 +1,56 @@
+/**
+ * State changes of webhook subscriptions that several parts share (the `Webhooks` service, the
+ * `webhooks` consumer's loss handler, the delivery job). Disabling a subscription ends its pending
+ * deliveries and frees its drain slot in the same statement: a disabled subscription has nothing in
+ * flight, its drainer (perhaps snoozed for hours after a failure) stops at its next step, and
+ * enabling it again starts from the head of the log with a fresh drainer.
+ */
+import { Effect, Metric } from "effect"
+import { SqlClient } from "effect/sql"
+import * as WebhookMetrics from "./WebhookMetrics.ts"
+
+export type DisabledCause = "gap" | "gone" | "failing" | "manual"
+
+const disabledCount = (cause: DisabledCause, n: number) =>
+  n > 0 ? Metric.update(Metric.withAttributes(WebhookMetrics.disabled, { cause }), n) : Effect.void
+
+/** Disables the active subscriptions among `ids`; returns those it disabled. */
+export const disable = Effect.fn("SubscriptionStates.disable")(function* (
+  ids: ReadonlyArray<string>,
+  cause: DisabledCause,
+) {
+  if (ids.length === 0) return []
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ id: string }>`
+    WITH off AS (
+      UPDATE webhook_subscriptions SET state = 'disabled', disabled_cause = ${cause}, disabled_at = clock_timestamp()
+      WHERE id IN ${sql.in(ids)} AND state = 'active'
+      RETURNING id
+    ), ended AS (
+      UPDATE webhook_deliveries AS d SET state = 'dead', dead_reason = ${`disabled:${cause}`}, finished_at = clock_timestamp()
+      FROM off WHERE d.subscription_id = off.id AND d.state = 'pending'
+      RETURNING d.id
+    ), freed AS (
+      UPDATE webhook_drains AS w SET job_id = NULL FROM off WHERE w.subscription_id = off.id AND w.job_id IS NOT NULL
+      RETURNING w.subscription_id
+    )
+    SELECT id::text FROM off`
+  yield* disabledCount(cause, rows.length)
+  return rows.map((r) => r.id)
+})
+
+/**
+ * The loss handler's rule: every active subscription that began before the end of a lost range
+ * may have missed events of it, and is disabled with cause `gap`.
+ */
+export const disableStartedBefore = Effect.fn("SubscriptionStates.disableStartedBefore")(function* (
+  lastLostSeq: bigint,
+) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ id: string }>`
+    SELECT id::text FROM webhook_subscriptions WHERE state = 'active' AND started_seq < ${lastLostSeq}`
+  return yield* disable(
+    rows.map((r) => r.id),
+    "gap",
+  )
+})

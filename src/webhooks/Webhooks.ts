@@ -1,0 +1,194 @@
+/**
+ * Webhook subscriptions: create, disable, enable, rotate the secret, delete, read.
+ *
+ * A subscription belongs to an owner principal, targets one URL, filters by event type (none: all
+ * types) and covers a set of spaces; it receives the events committed after its creation, in seq
+ * order. Its signing secret (`whsec_...`) is shown once, at creation or rotation, is `Redacted` in
+ * code, and is stored sealed (AES-256-GCM) so a database dump alone does not reveal it. After a
+ * rotation the old secret stays valid for 24 h and deliveries are signed with both.
+ *
+ * Targets are validated at creation for fast feedback; the address actually dialed is checked
+ * again at every delivery. The rest of the input is validated before any SQL: an
+ * `InvalidSubscription` names the field (`owner`, `scope[3]`, `eventTypes[0]`) and nothing is
+ * written. Event types must be valid event types (`Event.eventTypePattern`) and match exactly, so
+ * `"a b"` or `"order.*"`, which no event could ever match, are refused; scope and event types are
+ * capped (`maxScope`, `maxEventTypes`).
+ *
+ * Building the layer runs `SealingKeyCheck.verify`: a process with another key than the
+ * database's would seal secrets that no worker can open.
+ */
+import { Clock, Context, Duration, Effect, Layer, type Redacted, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import * as SealingKeyCheck from "../crypto/SealingKeyCheck.ts"
+import * as SecretBox from "../crypto/SecretBox.ts"
+import { EventType } from "../log/Event.ts"
+import { type UnsafeWebhookTarget, validateUrl } from "../outbound/OutboundTarget.ts"
+import { firstIssue } from "../platform/FieldIssue.ts"
+import { storableCheck } from "../platform/StorableText.ts"
+import { type DisabledCause, disable } from "./SubscriptionStates.ts"
+import { WebhookConfig } from "./WebhookConfig.ts"
+import * as WebhookSecret from "./WebhookSecret.ts"
+
+/** How long a rotated-out secret keeps signing. */
+export const rotationOverlap = Duration.hours(24)
+
+/** The most spaces one subscription may cover. */
+export const maxScope = 10_000
+/** The most event types one subscription may list. */
+export const maxEventTypes = 100
+
+const Text = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(200), storableCheck)
+
+export const NewSubscription = Schema.Struct({
+  owner: Text,
+  url: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(2048), storableCheck),
+  /** Event types to receive, each matched exactly; empty for all. */
+  eventTypes: Schema.Array(EventType).check(
+    Schema.isMaxLength(maxEventTypes, { message: `at most ${maxEventTypes} event types` }),
+  ),
+  /** Spaces whose events it may receive. */
+  scope: Schema.Array(Text).check(
+    Schema.isMinLength(1, { message: "at least one space" }),
+    Schema.isMaxLength(maxScope, { message: `at most ${maxScope} spaces` }),
+  ),
+})
+export type NewSubscription = typeof NewSubscription.Type
+
+export interface Subscription {
+  readonly id: string
+  readonly owner: string
+  readonly url: string
+  readonly eventTypes: ReadonlyArray<string>
+  readonly scope: ReadonlyArray<string>
+  readonly state: "active" | "disabled"
+  readonly disabledCause: DisabledCause | null
+  readonly startedSeq: bigint
+  readonly lastDeliveredSeq: bigint
+  /** The last `sequence` a delivery of the subscription took (numbers are taken when first sent). */
+  readonly sequence: bigint
+}
+
+export class InvalidSubscription extends Schema.TaggedError<InvalidSubscription>()("InvalidSubscription", {
+  /** The offending field (`owner`, `scope[3]`), or empty when the input itself is not an object. */
+  field: Schema.String,
+  detail: Schema.String,
+}) {
+  override get message() {
+    return `invalid webhook subscription${this.field === "" ? "" : ` at ${this.field}`}: ${this.detail}`
+  }
+}
+
+export class SubscriptionNotFound extends Schema.TaggedError<SubscriptionNotFound>()("SubscriptionNotFound", {
+  id: Schema.String,
+}) {
+  override get message() {
+    return `no webhook subscription ${this.id}`
+  }
+}
+
+const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
+
+export class Webhooks extends Context.Service<
+  Webhooks,
+  {
+    readonly create: (
+      input: NewSubscription,
+    ) => Effect.Effect<
+      { readonly id: string; readonly secret: Redacted.Redacted<string> },
+      InvalidSubscription | UnsafeWebhookTarget | SqlError
+    >
+    readonly get: (id: string) => Effect.Effect<Subscription, SubscriptionNotFound | SqlError>
+    readonly disable: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
+    /** Active again, from the head of the log: what it missed while disabled is not sent. */
+    readonly enable: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
+    readonly rotateSecret: (id: string) => Effect.Effect<Redacted.Redacted<string>, SubscriptionNotFound | SqlError>
+    readonly remove: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
+  }
+>()("bothy/Webhooks") {
+  static readonly layer = Layer.effect(
+    Webhooks,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const config = yield* WebhookConfig
+      yield* SealingKeyCheck.verify(config.secretKey)
+
+      const found = (id: string, n: number) => (n === 0 ? Effect.fail(new SubscriptionNotFound({ id })) : Effect.void)
+      const checkId = (id: string) => (uuid.test(id) ? Effect.void : Effect.fail(new SubscriptionNotFound({ id })))
+
+      const create = Effect.fn("Webhooks.create")(function* (input: NewSubscription) {
+        const valid = yield* Schema.decodeUnknownEffect(NewSubscription)(input).pipe(
+          Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
+        )
+        const url = yield* validateUrl(valid.url, config.policy)
+        const secret = WebhookSecret.generate()
+        const sealed = SecretBox.seal(config.secretKey, secret)
+        const id = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const [row] = yield* sql<{ id: string }>`
+              INSERT INTO webhook_subscriptions (owner, url, secret_sealed, event_types, started_seq, last_delivered_seq)
+              SELECT ${valid.owner}, ${url.toString()}, ${sealed}, ${valid.eventTypes as Array<string>}::text[],
+                     value, value
+              FROM event_seq
+              RETURNING id::text`
+            // One array parameter, not two per space: the protocol allows 65,535 parameters at most.
+            yield* sql`
+              INSERT INTO webhook_subscription_spaces (space_id, subscription_id)
+              SELECT DISTINCT unnest(${valid.scope as Array<string>}::text[]), ${row!.id}::uuid`
+            return row!.id
+          }),
+        )
+        return { id, secret }
+      })
+
+      const get = Effect.fn("Webhooks.get")(function* (id: string) {
+        yield* checkId(id)
+        const [row] = yield* sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
+          SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
+                 s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
+                 s.last_sequence AS sequence,
+                 (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
+                   AS scope
+          FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid`
+        if (row === undefined) return yield* new SubscriptionNotFound({ id })
+        return { ...row, scope: row.scope ?? [] } satisfies Subscription
+      })
+
+      const disableOne = Effect.fn("Webhooks.disable")(function* (id: string) {
+        yield* get(id)
+        yield* disable([id], "manual" satisfies DisabledCause).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+      })
+
+      const enable = Effect.fn("Webhooks.enable")(function* (id: string) {
+        yield* checkId(id)
+        const rows = yield* sql`
+          UPDATE webhook_subscriptions SET state = 'active', disabled_cause = NULL, disabled_at = NULL,
+                 started_seq = (SELECT value FROM event_seq), last_delivered_seq = (SELECT value FROM event_seq),
+                 failing_first_at = NULL, failing_clock_at = NULL
+          WHERE id = ${id}::uuid RETURNING id`
+        yield* found(id, rows.length)
+      })
+
+      const rotateSecret = Effect.fn("Webhooks.rotateSecret")(function* (id: string) {
+        yield* checkId(id)
+        const secret = WebhookSecret.generate()
+        const until = new Date((yield* Clock.currentTimeMillis) + Duration.toMillis(rotationOverlap))
+        const rows = yield* sql`
+          UPDATE webhook_subscriptions
+          SET previous_secret_sealed = secret_sealed, previous_secret_until = ${until},
+              secret_sealed = ${SecretBox.seal(config.secretKey, secret)}
+          WHERE id = ${id}::uuid RETURNING id`
+        yield* found(id, rows.length)
+        return secret
+      })
+
+      const remove = Effect.fn("Webhooks.remove")(function* (id: string) {
+        yield* checkId(id)
+        const rows = yield* sql`DELETE FROM webhook_subscriptions WHERE id = ${id}::uuid RETURNING id`
+        yield* found(id, rows.length)
+      })
+
+      return Webhooks.of({ create, get, disable: disableOne, enable, rotateSecret, remove })
+    }),
+  )
+}

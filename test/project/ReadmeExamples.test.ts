@@ -1,0 +1,170 @@
+/**
+ * The README's TypeScript as a newcomer pastes it into a host app: every ```ts block of README.md
+ * becomes a module of a scratch app and is type-checked there with this project's `tsc` under a
+ * strict host's settings (`HostTsconfig`), so the README cannot drift from the API. A block that
+ * fails is reported at its line in README.md with tsc's message. Blocks marked `run` are also run,
+ * in README order, against one empty database; blocks marked `fragment` are not compiled.
+ *
+ * The scratch app's `node_modules/bothy` is this checkout built with `tsconfig.build.json` into a
+ * folder of its own (the shared `dist/` is rebuilt meanwhile by the packaging test) beside a copy
+ * of package.json, so `bothy` resolves through `exports` exactly as it does in a host app. The
+ * packages a host has beside it (bothy's dependencies and `@types/node`) are links into this
+ * checkout's node_modules. Installing the real tarball is `Package.test.ts`'s job.
+ */
+import { copyFile, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { assert, layer } from "@effect/vitest"
+import { Context, Effect, Layer, Schema } from "effect"
+import * as CodeBlocks from "../support/CodeBlocks.ts"
+import * as HostTsconfig from "../support/HostTsconfig.ts"
+import * as NodeProcess from "../support/NodeProcess.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
+
+const root = fileURLToPath(new URL("../..", import.meta.url))
+const tsc = join(root, "node_modules", ".bin", "tsc")
+
+const ProjectPackage = Schema.fromJsonString(
+  Schema.Struct({ dependencies: Schema.Record(Schema.String, Schema.String) }),
+)
+
+/** Runs `tsc` to its end; a failure to build the package is not the README's fault, so it dies. */
+const build = (args: ReadonlyArray<string>) =>
+  Effect.flatMap(NodeProcess.run(tsc, args), (done) =>
+    done.code === 0
+      ? Effect.void
+      : Effect.die(`tsc ${args.join(" ")} exited ${done.code}:\n${done.stdout}${done.stderr}`),
+  )
+
+class ScratchApp extends Context.Service<ScratchApp, { readonly dir: string }>()("test/ScratchApp") {
+  static readonly layer = Layer.effect(
+    ScratchApp,
+    Effect.gen(function* () {
+      const dir = yield* Effect.acquireRelease(
+        Effect.promise(() => mkdtemp(join(tmpdir(), "bothy-readme-")).then((d) => realpath(d))),
+        (d) => Effect.promise(() => rm(d, { recursive: true, force: true })),
+      )
+      const bothy = join(dir, "node_modules", "bothy")
+      yield* build(["-p", join(root, "tsconfig.build.json"), "--outDir", join(bothy, "dist")])
+      const project = yield* Effect.promise(() => readFile(join(root, "package.json"), "utf8"))
+      const hosted = [...Object.keys((yield* Schema.decodeEffect(ProjectPackage)(project)).dependencies), "@types/node"]
+      yield* Effect.promise(async () => {
+        await copyFile(join(root, "package.json"), join(bothy, "package.json"))
+        for (const name of hosted) {
+          await mkdir(dirname(join(dir, "node_modules", name)), { recursive: true })
+          await symlink(join(root, "node_modules", name), join(dir, "node_modules", name), "dir")
+        }
+        await writeFile(join(dir, "package.json"), `${JSON.stringify({ private: true, type: "module" })}\n`)
+      })
+      return { dir }
+    }),
+  )
+}
+
+/** Writes the blocks (all but fragments) as modules of `folder` in the scratch app; returns their paths. */
+const writeBlocks = (folder: string, blocks: ReadonlyArray<CodeBlocks.CodeBlock>) =>
+  Effect.promise(async () => {
+    await mkdir(folder, { recursive: true })
+    const written = blocks.filter((b) => !b.markers.includes("fragment"))
+    for (const block of written) await writeFile(join(folder, CodeBlocks.fileName(block)), block.code)
+    return written.map((b) => join(folder, CodeBlocks.fileName(b)))
+  })
+
+/** Type-checks a Markdown document's blocks in the scratch app; returns what is wrong, located. */
+const typeCheck = (document: string, markdown: string) =>
+  Effect.gen(function* () {
+    const { dir } = yield* ScratchApp
+    const folder = join(dir, `check-${document.replace(/\W/g, "-")}`)
+    const { blocks, problems } = CodeBlocks.extract(document, markdown)
+    const files = yield* writeBlocks(folder, blocks)
+    // `force`: a block without an import is still a module of its own, not a script whose names
+    // would collide with the other blocks'.
+    const tsconfig = { compilerOptions: { ...HostTsconfig.compilerOptions, moduleDetection: "force" }, files }
+    yield* Effect.promise(() => writeFile(join(folder, "tsconfig.json"), `${JSON.stringify(tsconfig, null, 2)}\n`))
+    const done = yield* NodeProcess.run(tsc, ["-p", join(folder, "tsconfig.json"), "--pretty", "false"])
+    const located = CodeBlocks.locate(document, `${done.stdout}\n${done.stderr}`)
+    const silent = done.code !== 0 && located.length === 0 ? [`tsc exited ${done.code} without a message`] : []
+    return { compiled: files.length, failures: [...problems, ...located, ...silent] }
+  })
+
+const readme = Effect.promise(() => readFile(join(root, "README.md"), "utf8"))
+
+layer(Layer.merge(TestDatabase.layerEmpty(), ScratchApp.layer), { excludeTestServices: true })(
+  "ReadmeExamples",
+  (it) => {
+    it.effect(
+      "ReadmeExamplesCompile: every ts block of README.md type-checks against the built package",
+      () =>
+        Effect.gen(function* () {
+          const { compiled, failures } = yield* typeCheck("README.md", yield* readme)
+          if (failures.length > 0) assert.fail(`README.md blocks that do not compile:\n\n${failures.join("\n\n")}`)
+          assert.isAbove(compiled, 0)
+        }),
+      120_000,
+    )
+
+    it.effect(
+      "ReadmeExamplesCompile: a broken block fails with its line in the document and tsc's message",
+      () =>
+        Effect.gen(function* () {
+          const markdown = [
+            "# Broken", // 1
+            "",
+            "```ts",
+            'import { Effect } from "effect"',
+            "export const fine = Effect.succeed(1)",
+            "```",
+            "",
+            "```sh",
+            "not TypeScript, never compiled",
+            "```", // 10
+            "",
+            "```ts",
+            "export const missingImport = 1",
+            "export const broken = Effect.succeed(missingImport)",
+            "```",
+            "",
+            "```ts fragment",
+            "a piece that is not compiled",
+            "```",
+            "", // 20
+            "```ts fragmnet",
+            "export const misspelt = 1",
+            "```",
+            "",
+          ].join("\n")
+          const { compiled, failures } = yield* typeCheck("BROKEN.md", markdown)
+          assert.strictEqual(compiled, 2)
+          assert.deepStrictEqual(failures, [
+            'BROKEN.md:21: unknown marker "fragmnet" (known: fragment, run)',
+            "BROKEN.md:14:23 (block at line 12): error TS2304: Cannot find name 'Effect'.",
+          ])
+        }),
+      120_000,
+    )
+
+    it.effect(
+      "ReadmeExamplesCompile: the README's run blocks run to exit 0, in order, against an empty database",
+      () =>
+        Effect.gen(function* () {
+          const { dir } = yield* ScratchApp
+          const db = yield* TestDatabase.TestDatabase
+          const runnable = CodeBlocks.extract("README.md", yield* readme).blocks.filter((b) =>
+            b.markers.includes("run"),
+          )
+          assert.isAbove(runnable.length, 0)
+          const files = yield* writeBlocks(join(dir, "run"), runnable)
+          const failures: Array<string> = []
+          for (const [i, file] of files.entries()) {
+            const done = yield* NodeProcess.run(file, [], { DATABASE_URL: db.url })
+            if (done.code !== 0) {
+              failures.push(`README.md:${runnable[i]!.fence}: exited ${done.code}\n${done.stdout}${done.stderr}`)
+            }
+          }
+          if (failures.length > 0) assert.fail(`README.md run blocks that failed:\n\n${failures.join("\n\n")}`)
+        }),
+      120_000,
+    )
+  },
+)
