@@ -35,7 +35,7 @@
  * crash, a lost connection) keeps its number even if it is suppressed when read again, since that
  * earlier request may have gone out; the receiver then sees a gap.
  *
- * These are fragments of the drainer's statements (see WebhookDrainer.ts), each statement's one
+ * These are fragments of the drainer's statements (see PendingDeliveries.ts), each statement's one
  * UPDATE of the subscription row (alias `s`) included, with a CTE `p` that provides `numbering`
  * (the statement returns heads to send), `fresh` (how many of them need a new number) and
  * `token_seen` (`numbered_by` as its snapshot saw it), and a CTE `f (delivery_id, rank)` of the
@@ -58,7 +58,7 @@ export const bump = (sql: SqlClient.SqlClient, token: string | null) => sql`
   numbered_by = CASE WHEN ${unchanged(sql)} THEN ${token}::uuid ELSE s.numbered_by END`
 
 /** RETURNING column of that UPDATE: whether the statement's numbers hold. */
-export const held = (sql: SqlClient.SqlClient, token: string | null) =>
+export const numbersHold = (sql: SqlClient.SqlClient, token: string | null) =>
   sql`coalesce(s.numbered_by = ${token}::uuid, false) AS numbered`
 
 /**
@@ -106,7 +106,7 @@ export const number = (
       ), s AS (
         UPDATE webhook_subscriptions AS s SET ${bump(sql, token)}
         FROM p WHERE s.id = ${subscriptionId}::uuid
-        RETURNING s.last_sequence, ${held(sql, token)}
+        RETURNING s.last_sequence, ${numbersHold(sql, token)}
       ), f AS (
         SELECT delivery_id, row_number() OVER (ORDER BY ord) AS rank FROM g WHERE existing IS NULL
       ), ${numbered(sql)}

@@ -74,6 +74,9 @@ export interface FailingClock {
   readonly clockAt: number | null
 }
 
+/** The clock of a subscription whose last attempt succeeded (or that never failed). */
+export const noFailures: FailingClock = { firstAt: null, clockAt: null }
+
 /** The clock after another failure at `now`, and whether the subscription must be disabled. */
 export const afterFailure = (clock: FailingClock, now: number): FailingClock & { readonly disable: boolean } => {
   const firstAt = clock.firstAt ?? now
