@@ -20,14 +20,23 @@ import { type FailingClock, noFailures } from "./WebhookSchedule.ts"
 export type Step = "next" | "done"
 
 /** The run has had its share: deliveries (steps) or time. */
-export const boundReached = (drain: Pick<Drain, "maxDeliveries" | "maxRunMillis">, run: Run, now: number): boolean =>
-  run.steps >= drain.maxDeliveries || now - run.start >= drain.maxRunMillis
+export const boundReached = (
+  drain: Pick<Drain, "maxDeliveries" | "maxRunMillis">,
+  run: Pick<Run, "steps" | "start">,
+  now: number,
+): boolean => run.steps >= drain.maxDeliveries || now - run.start >= drain.maxRunMillis
 
 /**
  * Checked too long ago (unless the run waited for its read), or to be sent yet numbered by nobody
  * (another run renumbered meanwhile): read again before anything goes out.
  */
-export const mustReadAgain = (next: Checked, now: number, maxAgeMillis: number): boolean =>
+export const mustReadAgain = (
+  next: Pick<Checked, "allowed" | "exempt" | "checkedAt"> & {
+    readonly delivery: Pick<PendingDelivery, "sendable" | "sequence">
+  },
+  now: number,
+  maxAgeMillis: number,
+): boolean =>
   (next.delivery.sendable && next.allowed && next.delivery.sequence === null) ||
   (!next.exempt && now - next.checkedAt > maxAgeMillis)
 
@@ -39,7 +48,7 @@ export const mustReadAgain = (next: Checked, now: number, maxAgeMillis: number):
  */
 export const readsAlong = (
   drain: Pick<Drain, "lingers" | "maxAgeMillis">,
-  run: Pick<Run, "queue" | "full" | "lastRequestMillis">,
+  run: Pick<Run, "full" | "lastRequestMillis"> & { readonly queue: ReadonlyArray<unknown> },
   fresh: boolean,
 ): boolean =>
   run.queue.length === 0 &&

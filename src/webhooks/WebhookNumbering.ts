@@ -144,7 +144,7 @@ export const giveBack = (subscriptionId: string, token: string | undefined, numb
           AND EXISTS (SELECT 1 FROM back)
         RETURNING id
       )
-      SELECT EXISTS (SELECT 1 FROM back) AS passed, (SELECT count(*) FROM freed) AS freed`.pipe(
+      SELECT EXISTS (SELECT 1 FROM back) AS passed`.pipe(
       Effect.withSpan("WebhookNumbering.giveBack", { attributes: { "webhook.deliveries": numbers.length } }),
     )
     return row?.passed === true ? next : undefined
