@@ -19,6 +19,7 @@ import { disable } from "./SubscriptionStates.ts"
 import * as WebhookMetrics from "./WebhookMetrics.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
 
+/** The subscription's `head_age` gauge: how old its oldest pending delivery is (0 once a 2xx came back). */
 export const headAge = (subscriptionId: string, seconds: number) =>
   Metric.update(Metric.withAttributes(WebhookMetrics.headAge, { subscription: subscriptionId }), seconds)
 

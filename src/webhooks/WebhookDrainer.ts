@@ -86,7 +86,10 @@ export const makeWith = (options: Drain.DrainOptions = {}) =>
     const inFlight = WebhookInFlight.make(drain.maxInFlightPerOwner)
     const listen = yield* DrainNews.subscribe(drain.linger)
 
-    const run = Effect.fn("WebhookDrainer.drain")(function* (subscriptionId: string, job: JobKind.JobInfo) {
+    const drainSubscription = Effect.fn("WebhookDrainer.drain")(function* (
+      subscriptionId: string,
+      job: JobKind.JobInfo,
+    ) {
       const owner = yield* DrainSlot.acquire(drain.sql, subscriptionId, job.id)
       if (owner === undefined) return
       if (!(yield* inFlight.enter(owner))) return yield* new JobKind.JobSnooze({ delay: WebhookInFlight.snooze() })
@@ -105,7 +108,7 @@ export const makeWith = (options: Drain.DrainOptions = {}) =>
       args: DrainArgs,
       timeout: Duration.minutes(1),
       run: ({ subscription }, job) =>
-        run(subscription, job).pipe(
+        drainSubscription(subscription, job).pipe(
           // On its last attempt a drainer snoozes instead of failing: discarded, it would leave the
           // slot to a dead job and the pending deliveries waiting for the next round.
           Effect.catchCause((cause) => {
