@@ -14,8 +14,7 @@
  * which locks that row until the round commits: exactly the lock a finishing drainer takes before
  * it re-checks for pending deliveries. So when the round sees a live drainer holding the slot and
  * creates no job, that drainer's release check runs after this round's deliveries are committed
- * and sees them (the full argument is in WebhookDrainer.ts). Drainers never write that row while
- * they send, so rounds and drainers do not wait on each other.
+ * and sees them (the argument, and the slot's fragments the round composes, are in DrainSlot.ts).
  *
  * Loss: when events after the cursor left the log before the round read them, every active
  * subscription that began before the end of the lost range is disabled with cause `gap`.
@@ -26,23 +25,17 @@ import type { SqlError } from "effect/sql/SqlError"
 import * as Consumer from "../consumer/Consumer.ts"
 import type { FanOutJob, LostRange, RoundOutcome } from "../consumer/ConsumerRound.ts"
 import * as JobMetrics from "../jobs/JobMetrics.ts"
-import * as Jobs from "../jobs/Jobs.ts"
 import type { Event } from "../log/Event.ts"
+import { deliverKind, drainJob, maxAttempts, queue } from "./DrainJob.ts"
+import { heldCtes, lockedCte } from "./DrainSlot.ts"
 import { disableStartedBefore } from "./SubscriptionStates.ts"
 
-export const name = "webhooks"
-export const deliverKind = "webhook.deliver"
-export const queue = "webhooks"
-/** Job attempts for infrastructure errors; the delivery's own retries are snoozes (see WebhookSchedule). */
-export const maxAttempts = 25
+/** The channel of the round's nudges to live drainers. */
+export { drainChannel } from "./DrainSlot.ts"
+/** The drain job the round creates (kept here too: hosts and the benchmark name them from the round). */
+export { deliverKind, drainJob, maxAttempts, queue }
 
-/** The job that drains one subscription's pending deliveries. */
-export const drainJob = (subscriptionId: string) => ({
-  kind: deliverKind,
-  queue,
-  args: { subscription: subscriptionId },
-  maxAttempts,
-})
+export const name = "webhooks"
 
 /** A batch of events as rows `e(seq, space, type, epoch)`: one typed array per column, so the planner knows the count. */
 export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) =>
@@ -78,38 +71,15 @@ export const matched = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) 
 
 /**
  * After `ev`: `matched`, `counted` (per subscription: its first seq), `locked` (the drain rows,
- * upserted: this locks them until the round commits, and reads each holder under the lock) and
- * `inserted` (the deliveries, not numbered yet).
+ * upserted: `DrainSlot.lockedCte`) and `inserted` (the deliveries, not numbered yet). Then
+ * `DrainSlot.heldCtes` reads each slot's holder under that lock.
  */
-const deliveriesCtes = (sql: SqlClient.SqlClient) => sql`
+export const deliveriesCtes = (sql: SqlClient.SqlClient) => sql`
   ${matchedCte(sql)}, counted AS (
     SELECT sub, min(seq) AS first FROM matched GROUP BY sub
-  ), locked AS (
-    INSERT INTO webhook_drains AS w (subscription_id)
-    SELECT sub FROM counted ORDER BY sub
-    ON CONFLICT (subscription_id) DO UPDATE SET job_id = w.job_id
-    RETURNING w.subscription_id AS sub, w.job_id
-  ), inserted AS (
+  ), ${lockedCte(sql)}, inserted AS (
     INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch)
     SELECT sub, seq, epoch FROM matched
-  )`
-
-/** The channel on which a round tells the live drainers of its subscriptions that it added deliveries. */
-export const drainChannel = "webhook_drains"
-
-/**
- * After `deliveriesCtes`: `held` (per subscription of the round, its first seq and whether a live
- * job holds its slot, read under the row lock `locked` took) and `nudged`, a NOTIFY on
- * `drainChannel` for each held one (sent at commit), so a drainer that ran dry and lingers goes on
- * at once instead of letting go of the slot and a new job taking it. Only a wake-up: missed, the
- * linger just runs out.
- */
-const heldCtes = (sql: SqlClient.SqlClient) => sql`
-  held AS MATERIALIZED (
-    SELECT n.sub, c.first, (n.job_id IS NOT NULL AND ${Jobs.isLive(sql, sql`n.job_id`)}) AS is_held
-    FROM locked AS n JOIN counted AS c ON c.sub = n.sub
-  ), nudged AS MATERIALIZED (
-    SELECT pg_notify(${drainChannel}, sub::text) FROM held WHERE is_held
   )`
 
 export interface FanOutOptions {
@@ -123,14 +93,14 @@ export interface FanOutOptions {
 export const makeFanOut = (options: FanOutOptions) =>
   Effect.fn("WebhookFanOut.fanOut")(function* (events: Arr.NonEmptyReadonlyArray<Event>) {
     const sql = yield* SqlClient.SqlClient
-    const rows = yield* sql<{ subscription: string; seq: bigint; held: boolean }>`
+    const rows = yield* sql<{ subscription: string; seq: bigint; slotTaken: boolean }>`
       WITH ev AS (
         SELECT * FROM ${eventRows(sql, events)}
       ), ${deliveriesCtes(sql)}, ${heldCtes(sql)}
-      SELECT sub::text AS subscription, first AS seq, is_held AS held, (SELECT count(*) FROM nudged)::int AS nudged
+      SELECT sub::text AS subscription, first AS seq, is_held AS "slotTaken", (SELECT count(*) FROM nudged)::int AS nudged
       FROM held`
     return rows
-      .filter((r) => !(options.skipHeld && r.held))
+      .filter((r) => !(options.skipHeld && r.slotTaken))
       .map((r): FanOutJob => ({ seq: r.seq, receiver: r.subscription, ...drainJob(r.subscription) }))
   })
 

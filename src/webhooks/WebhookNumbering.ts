@@ -8,21 +8,21 @@
  * What it keeps true:
  * - A number that may have gone out is never handed to another delivery: the webhook-id is built
  *   from it, and a receiver drops a second message with the same id as a duplicate.
- * - Numbers follow seq order: the drainer numbers the heads it is about to send, lowest first,
+ * - Numbers follow seq order: the drainer numbers the deliveries it is about to send, lowest first,
  *   and sends them in that order.
  *
- * The drainer numbers its heads in the statement that reads them (hosts whose `Permissions`
- * answers in SQL), or in one statement right after `allowedEach` (`number`). A head that already
+ * The drainer numbers its deliveries in the statement that reads them (hosts whose `Permissions`
+ * answers in SQL), or in one statement right after `allowedEach` (`number`). A delivery that already
  * has a number keeps it: a retry, or a re-send after a run that stopped before its record.
  *
- * Giving numbers back. A drainer that will not send the heads it numbered (a head's check got too
+ * Giving numbers back. A drainer that will not send the deliveries it numbered (a delivery's check got too
  * old and is done again, a request failed and the queue behind it waits for the retry, the run
  * ends) gives their numbers back (`giveBack`): nothing after them was sent, so the counter moves
  * back and the next read numbers whatever then goes out. That is only safe while nobody else can
  * have read those numbers, which `numbered_by` decides: every statement that hands out or keeps
- * numbers for heads it will send, and every give-back, sets it to a fresh token, and only
+ * numbers for deliveries it will send, and every give-back, sets it to a fresh token, and only
  * - if it is still what that statement's snapshot saw (otherwise the statement numbers nothing and
- *   its heads come back without a number; the drainer reads again), and
+ *   its deliveries come back without a number; the drainer reads again), and
  * - a give-back only if it is still the token of the run's last numbering, and only for numbers
  *   that very statement handed out, so no other statement handed out or kept any of them since.
  * Both take the subscription row's lock before they touch a delivery, so they are serialized: a
@@ -31,15 +31,15 @@
  * nothing. Two runs draining one subscription at once (a worker that lost its lease but still
  * runs, say) may both send, as before, but never two deliveries under one number.
  *
- * The edge this leaves: a head numbered by an earlier run that stopped without giving it back (a
+ * The edge this leaves: a delivery numbered by an earlier run that stopped without giving it back (a
  * crash, a lost connection) keeps its number even if it is suppressed when read again, since that
  * earlier request may have gone out; the receiver then sees a gap.
  *
- * These are fragments of the drainer's statements (see WebhookDrainer.ts), each statement's one
+ * These are fragments of the drainer's statements (see PendingDeliveries.ts), each statement's one
  * UPDATE of the subscription row (alias `s`) included, with a CTE `p` that provides `numbering`
- * (the statement returns heads to send), `fresh` (how many of them need a new number) and
+ * (the statement returns deliveries to send), `fresh` (how many of them need a new number) and
  * `token_seen` (`numbered_by` as its snapshot saw it), and a CTE `f (delivery_id, rank)` of the
- * heads to number, rank 1 first.
+ * deliveries to number, rank 1 first.
  */
 import { randomUUID } from "node:crypto"
 import { Effect } from "effect"
@@ -58,11 +58,11 @@ export const bump = (sql: SqlClient.SqlClient, token: string | null) => sql`
   numbered_by = CASE WHEN ${unchanged(sql)} THEN ${token}::uuid ELSE s.numbered_by END`
 
 /** RETURNING column of that UPDATE: whether the statement's numbers hold. */
-export const held = (sql: SqlClient.SqlClient, token: string | null) =>
+export const numbersHold = (sql: SqlClient.SqlClient, token: string | null) =>
   sql`coalesce(s.numbered_by = ${token}::uuid, false) AS numbered`
 
 /**
- * `n AS (...)`: the heads of `f` numbered on from the counter as `s` left it (RETURNING
+ * `n AS (...)`: the deliveries of `f` numbered on from the counter as `s` left it (RETURNING
  * `last_sequence` after the bump). Runs only if the numbers hold, and after `s`, whose row lock it
  * thereby waits for.
  */
@@ -82,13 +82,13 @@ export interface Numbered {
 }
 
 /**
- * Numbers `heads` (to be sent, in seq order; `existing` the number each already has) in one
- * statement, for hosts whose rights are asked outside the statement that read the heads.
+ * Numbers `deliveries` (to be sent, in seq order; `existing` the number each already has) in one
+ * statement, for hosts whose rights are asked outside the statement that read them.
  * `tokenSeen`: `numbered_by` as that statement saw it.
  */
 export const number = (
   subscriptionId: string,
-  heads: ReadonlyArray<{ readonly deliveryId: bigint; readonly existing: bigint | null }>,
+  deliveries: ReadonlyArray<{ readonly deliveryId: bigint; readonly existing: bigint | null }>,
   tokenSeen: string | null,
   token: string,
 ) =>
@@ -96,8 +96,8 @@ export const number = (
     SqlClient.SqlClient,
     (sql) => sql<Numbered>`
       WITH g AS (
-        SELECT * FROM unnest(${heads.map((h) => h.deliveryId.toString())}::bigint[],
-                             ${column(heads, (h) => h.existing?.toString())}::bigint[])
+        SELECT * FROM unnest(${deliveries.map((d) => d.deliveryId.toString())}::bigint[],
+                             ${column(deliveries, (d) => d.existing?.toString())}::bigint[])
           WITH ORDINALITY AS g(delivery_id, existing, ord)
       ), p AS (
         SELECT true AS numbering, count(*) FILTER (WHERE existing IS NULL)::int AS fresh,
@@ -106,7 +106,7 @@ export const number = (
       ), s AS (
         UPDATE webhook_subscriptions AS s SET ${bump(sql, token)}
         FROM p WHERE s.id = ${subscriptionId}::uuid
-        RETURNING s.last_sequence, ${held(sql, token)}
+        RETURNING s.last_sequence, ${numbersHold(sql, token)}
       ), f AS (
         SELECT delivery_id, row_number() OVER (ORDER BY ord) AS rank FROM g WHERE existing IS NULL
       ), ${numbered(sql)}
@@ -114,10 +114,10 @@ export const number = (
              CASE WHEN coalesce((SELECT numbered FROM s), false) THEN coalesce(n.sequence, g.existing) END AS sequence,
              n.id IS NOT NULL AS "numberedHere"
       FROM g LEFT JOIN n ON n.id = g.delivery_id ORDER BY g.ord`,
-  ).pipe(Effect.withSpan("WebhookNumbering.number", { attributes: { "webhook.deliveries": heads.length } }))
+  ).pipe(Effect.withSpan("WebhookNumbering.number", { attributes: { "webhook.deliveries": deliveries.length } }))
 
 /**
- * Gives back `numbers`, which the statement that set `token` handed to heads the run has not sent
+ * Gives back `numbers`, which the statement that set `token` handed to deliveries the run has not sent
  * (and will read again before they go): if the subscription's token is still `token` and its
  * counter still ends at the highest of them, the counter moves back below the lowest and the
  * deliveries lose their numbers. Otherwise nothing changes and they keep them. Returns the token
@@ -144,7 +144,7 @@ export const giveBack = (subscriptionId: string, token: string | undefined, numb
           AND EXISTS (SELECT 1 FROM back)
         RETURNING id
       )
-      SELECT EXISTS (SELECT 1 FROM back) AS passed, (SELECT count(*) FROM freed) AS freed`.pipe(
+      SELECT EXISTS (SELECT 1 FROM back) AS passed`.pipe(
       Effect.withSpan("WebhookNumbering.giveBack", { attributes: { "webhook.deliveries": numbers.length } }),
     )
     return row?.passed === true ? next : undefined

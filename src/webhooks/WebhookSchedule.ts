@@ -2,7 +2,7 @@
  * When a failed webhook delivery is tried again, and when a failing endpoint is given up on.
  *
  * Retries after failures: 5 s, 5 min, 30 min, 2 h, 5 h, 10 h, 10 h, then every 10 h for as long as
- * the subscription is active (the head delivery is never skipped: order matters more than
+ * the subscription is active (the oldest pending delivery is never skipped: order matters more than
  * progress), each ±20 % jitter. A 429 or a timeout waits at least 60 s; a `Retry-After` is honoured
  * but clamped to [step, 2 × step], so a receiver can slow us down, not stall or rush us.
  *
@@ -73,6 +73,9 @@ export interface FailingClock {
   /** Set (to `firstAt`) once a failure came at least 12 h after the first: the clock counts. */
   readonly clockAt: number | null
 }
+
+/** The clock of a subscription whose last attempt succeeded (or that never failed). */
+export const noFailures: FailingClock = { firstAt: null, clockAt: null }
 
 /** The clock after another failure at `now`, and whether the subscription must be disabled. */
 export const afterFailure = (clock: FailingClock, now: number): FailingClock & { readonly disable: boolean } => {

@@ -26,6 +26,7 @@ import { EventType } from "../log/Event.ts"
 import { type UnsafeWebhookTarget, validateUrl } from "../outbound/OutboundTarget.ts"
 import { firstIssue } from "../platform/FieldIssue.ts"
 import { storableCheck } from "../platform/StorableText.ts"
+import { isUuid } from "../platform/Uuid.ts"
 import { type DisabledCause, disable } from "./SubscriptionStates.ts"
 import { WebhookConfig } from "./WebhookConfig.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
@@ -87,8 +88,6 @@ export class SubscriptionNotFound extends Schema.TaggedError<SubscriptionNotFoun
   }
 }
 
-const uuid = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
-
 export class Webhooks extends Context.Service<
   Webhooks,
   {
@@ -114,7 +113,7 @@ export class Webhooks extends Context.Service<
       yield* SealingKeyCheck.verify(config.secretKey)
 
       const found = (id: string, n: number) => (n === 0 ? Effect.fail(new SubscriptionNotFound({ id })) : Effect.void)
-      const checkId = (id: string) => (uuid.test(id) ? Effect.void : Effect.fail(new SubscriptionNotFound({ id })))
+      const checkId = (id: string) => (isUuid(id) ? Effect.void : Effect.fail(new SubscriptionNotFound({ id })))
 
       const create = Effect.fn("Webhooks.create")(function* (input: NewSubscription) {
         const valid = yield* Schema.decodeUnknownEffect(NewSubscription)(input).pipe(

@@ -1,0 +1,168 @@
+/**
+ * The drain loop as one `step` over the run's state (`DrainRun.Run`), case by case as the diagram
+ * in WebhookDrainer.ts draws it: the run bound, a dry run reading (lingering, then releasing the
+ * slot), the next delivery (read again, settled or sent), and a request's answer. A step ends in
+ * `next` (step again), `done` (the slot is let go or lost) or a `JobSnooze` failure (the run stops
+ * keeping the slot). The decisions are pure functions of the state, beside it.
+ */
+import { Clock, Duration, Effect, Metric } from "effect"
+import * as JobKind from "../jobs/JobKind.ts"
+import type { Drain } from "./Drain.ts"
+import type { News } from "./DrainNews.ts"
+import { failed, headAge, settle } from "./DrainOutcome.ts"
+import { type Checked, flush, giveBackNumbers, type Run, readNext, recordAnswered, withUnrecorded } from "./DrainRun.ts"
+import * as DrainSlot from "./DrainSlot.ts"
+import { attemptsBy, type PendingDelivery, type Sent, suppress } from "./PendingDeliveries.ts"
+import { send } from "./WebhookEnvelope.ts"
+import * as WebhookMetrics from "./WebhookMetrics.ts"
+import { type FailingClock, noFailures } from "./WebhookSchedule.ts"
+
+export type Step = "next" | "done"
+
+/** The run has had its share: deliveries (steps) or time. */
+export const boundReached = (
+  drain: Pick<Drain, "maxDeliveries" | "maxRunMillis">,
+  run: Pick<Run, "steps" | "start">,
+  now: number,
+): boolean => run.steps >= drain.maxDeliveries || now - run.start >= drain.maxRunMillis
+
+/**
+ * Checked too long ago (unless the run waited for its read), or to be sent yet numbered by nobody
+ * (another run renumbered meanwhile): read again before anything goes out.
+ */
+export const mustReadAgain = (
+  next: Pick<Checked, "allowed" | "exempt" | "checkedAt"> & {
+    readonly delivery: Pick<PendingDelivery, "sendable" | "sequence">
+  },
+  now: number,
+  maxAgeMillis: number,
+): boolean =>
+  (next.delivery.sendable && next.allowed && next.delivery.sequence === null) ||
+  (!next.exempt && now - next.checkedAt > maxAgeMillis)
+
+/**
+ * While the last delivery read is out, and more may be pending, the 2xx before it go on record and
+ * the next deliveries are read (with their rights) in one statement alongside the request. Not for
+ * an endpoint so slow that what is read now would be too old when its turn comes: that is read
+ * after the answer instead.
+ */
+export const readsAlong = (
+  drain: Pick<Drain, "lingers" | "maxAgeMillis">,
+  run: Pick<Run, "full" | "lastRequestMillis"> & { readonly queue: ReadonlyArray<unknown> },
+  fresh: boolean,
+): boolean =>
+  run.queue.length === 0 &&
+  (!drain.lingers || run.full || fresh) &&
+  (run.lastRequestMillis === undefined || 2 * run.lastRequestMillis <= drain.maxAgeMillis)
+
+/**
+ * Nothing read ahead. Unless the last read was full or a round reported news since, nothing new
+ * is pending: wait for a round's news (keeping the slot) and read only then, recording the answers
+ * so far with it; after `linger` without news, read once more and let go if still nothing.
+ * `read`: there is a next delivery.
+ */
+const readWhenDry = (drain: Drain, run: Run, news: News) =>
+  Effect.gen(function* () {
+    const quiet = drain.lingers && !run.full && !news.fresh()
+    if (quiet) yield* news.wait
+    const lastChance = quiet && !news.fresh()
+    run.queue = yield* readNext(drain, run, news, run.after, true)
+    if (run.queue.length > 0) return "read" as const
+    if (drain.lingers && !lastChance) return "next" as const
+    if ((yield* DrainSlot.release(drain.sql, run.subscriptionId, run.job)) !== "pending") return "done" as const
+    news.mark()
+    return "next" as const
+  })
+
+/** The failing clock a failed request counts on: reset by a 2xx earlier in this run. */
+const clockBefore = (run: Run, d: PendingDelivery): FailingClock =>
+  run.succeeded
+    ? noFailures
+    : { firstAt: d.failingFirstAt?.getTime() ?? null, clockAt: d.failingClockAt?.getTime() ?? null }
+
+/** A 2xx: kept for the next record; the failing clock counts as reset; what was read along is next. */
+const answeredOk = (run: Run, sent: Sent, readAlong: boolean) =>
+  Effect.gen(function* () {
+    run.succeeded = true
+    run.unrecorded.push(sent)
+    yield* attemptsBy("delivered")
+    yield* Metric.update(WebhookMetrics.latency, sent.answered - sent.delivery.occurredAt!.getTime())
+    yield* headAge(run.subscriptionId, 0)
+    if (readAlong) {
+      run.queue = run.incoming
+      run.incoming = []
+    }
+    return "next" as const
+  })
+
+/** Anything else: numbers read ahead given back, on record with the 2xx before it, then settled or a snooze. */
+const answeredFailed = (drain: Drain, run: Run, sent: Sent) =>
+  Effect.gen(function* () {
+    const before = clockBefore(run, sent.delivery)
+    yield* giveBackNumbers(drain, run)
+    run.unrecorded.push(sent)
+    const outcome = yield* withUnrecorded(run, (all) => failed(drain, run.subscriptionId, all, before))
+    if (outcome._tag === "snooze") return yield* new JobKind.JobSnooze({ delay: outcome.delay })
+    return "next" as const
+  })
+
+/** Sends `d` (reading the next deliveries alongside when `readsAlong`), then takes its answer. */
+const sendNext = (drain: Drain, run: Run, news: News, d: PendingDelivery) =>
+  Effect.gen(function* () {
+    const readAlong = readsAlong(drain, run, news.fresh())
+    const [sent] = yield* Effect.all(
+      [
+        send(drain, run, d, d.sequence!),
+        readAlong
+          ? Effect.map(readNext(drain, run, news, d.eventSeq, false), (read) => {
+              run.incoming = read
+            })
+          : Effect.void,
+      ],
+      { concurrency: 2 },
+    )
+    run.lastRequestMillis = sent.answered - sent.started
+    return yield* sent.ok ? answeredOk(run, sent, readAlong) : answeredFailed(drain, run, sent)
+  })
+
+/** The next delivery read: read again, settled without a request, or sent. */
+const takeNext = (drain: Drain, run: Run, news: News) =>
+  Effect.gen(function* () {
+    const next = run.queue[0]!
+    const d = next.delivery
+    if (mustReadAgain(next, yield* Clock.currentTimeMillis, drain.maxAgeMillis)) {
+      yield* giveBackNumbers(drain, run)
+      news.mark()
+      return "next" as const
+    }
+    run.queue.shift()
+    run.after = d.eventSeq
+    if (d.sendable && next.allowed) return yield* sendNext(drain, run, news, d)
+    yield* recordAnswered(drain, run)
+    if (d.sendable) yield* suppress(drain, run.subscriptionId, d, "permission")
+    else yield* settle(drain, run, d)
+    return "next" as const
+  })
+
+/** One step of the run, from the header's diagram. */
+export const step = (drain: Drain, run: Run, news: News) =>
+  Effect.gen(function* () {
+    if (boundReached(drain, run, yield* Clock.currentTimeMillis)) {
+      yield* flush(drain, run)
+      return yield* new JobKind.JobSnooze({ delay: Duration.zero })
+    }
+    run.steps++
+    if (run.queue.length === 0) {
+      const dry = yield* readWhenDry(drain, run, news)
+      if (dry !== "read") return dry
+    }
+    return yield* takeNext(drain, run, news)
+  })
+
+/** Steps until the slot is let go (or lost), or a step snoozes. */
+export const loop = (drain: Drain, run: Run, news: News) =>
+  Effect.gen(function* () {
+    while ((yield* step(drain, run, news)) === "next") {
+      // each step leaves the run's state for the next
+    }
+  })

@@ -1,0 +1,240 @@
+/**
+ * The drainer's statements on a subscription's pending deliveries: the read of the next ones (with
+ * subscription, event, scope and, when `Permissions` answers in SQL, the owner's right), and the
+ * records of what happened to them (the attempts of requests that went out, deliveries that end
+ * dead without a request). Each is one statement: the record of the 2xx answers so far goes with
+ * the next read (`recordAndReadStatement`), so a busy subscription costs about one round trip per
+ * read, not per delivery.
+ *
+ * A read only returns deliveries while the run's job holds the slot, so a run that lost it reads
+ * nothing and ends. The subscription row is updated once per statement (`subscriptionCte`): its
+ * progress and failing clock when attempts went on record, its numbering (`WebhookNumbering`)
+ * when the read numbers what it found.
+ */
+import { Effect, Metric } from "effect"
+import type { SqlClient } from "effect/sql"
+import type * as OutboundSender from "../outbound/OutboundSender.ts"
+import { column } from "../platform/SqlArrays.ts"
+import type { Drain } from "./Drain.ts"
+import * as WebhookMetrics from "./WebhookMetrics.ts"
+import * as WebhookNumbering from "./WebhookNumbering.ts"
+import { type FailingClock, noFailures } from "./WebhookSchedule.ts"
+
+/** A pending delivery of a subscription as the read returns it, with everything needed to send it. */
+export interface PendingDelivery {
+  readonly deliveryId: bigint
+  readonly eventSeq: bigint
+  readonly epoch: number
+  /** The number it goes out with; null when it is not to be sent, or another run renumbered meanwhile. */
+  readonly sequence: bigint | null
+  /** The number it had before this read (from an earlier one, whose request may have gone out). */
+  readonly existing: bigint | null
+  /** This run gave it its number, so it may give it back. */
+  readonly numberedHere: boolean
+  /** `numbered_by` as the read saw it. */
+  readonly tokenSeen: string | null
+  readonly attempts: number
+  readonly state: "active" | "disabled"
+  readonly disabledCause: string | null
+  readonly startedSeq: bigint
+  readonly owner: string
+  readonly url: string
+  readonly secretSealed: string
+  readonly previousSecretSealed: string | null
+  readonly previousSecretUntil: Date | null
+  readonly failingFirstAt: Date | null
+  readonly failingClockAt: Date | null
+  readonly present: boolean
+  readonly type: string | null
+  readonly space: string | null
+  readonly occurredAt: Date | null
+  readonly payload: unknown
+  readonly scoped: boolean
+  /** Whether it can be sent as far as the row says (active, not a leftover, event present, in scope). */
+  readonly sendable: boolean
+  /** The owner's right on the space, when `Permissions` answers in SQL. */
+  readonly allowed: boolean | null
+}
+
+/** A request that went out and what came back; on record once `recordAttempts` has written it. */
+export interface Sent {
+  readonly delivery: PendingDelivery
+  readonly started: number
+  readonly answered: number
+  readonly result: OutboundSender.SendResult
+  readonly ok: boolean
+}
+
+/** A delivery's state once its attempt is on record. */
+export type DeliveryState = "delivered" | "pending" | "dead"
+
+/**
+ * `h` (the pending deliveries while this job holds the slot: up to `limit` after `after`, in seq
+ * order; none when nothing is pending or the slot is lost) and `g` (which of them are to be sent
+ * as far as this statement can tell: `go`).
+ */
+const pendingCtes = (drain: Drain, subscriptionId: string, job: bigint, after: bigint, limit: number) => drain.sql`
+  h AS MATERIALIZED (
+    SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence AS existing, d.attempts,
+           s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
+           s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
+           s.previous_secret_until AS "previousSecretUntil",
+           s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
+           s.numbered_by AS "tokenSeen",
+           e.seq IS NOT NULL AS present, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.payload,
+           EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
+                   WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id) AS scoped,
+           ${drain.allowedColumn} AS allowed
+    FROM webhook_drains AS w
+    JOIN webhook_subscriptions AS s ON s.id = w.subscription_id
+    CROSS JOIN LATERAL (
+      SELECT * FROM webhook_deliveries
+      WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${after}
+      ORDER BY event_seq LIMIT ${limit}
+    ) AS d
+    LEFT JOIN event_log AS e ON e.seq = d.event_seq
+    WHERE w.subscription_id = ${subscriptionId}::uuid AND w.job_id = ${job}
+  ), g AS (
+    SELECT "deliveryId", "eventSeq", existing, sendable, sendable AND coalesce(allowed, false) AS go
+    FROM (SELECT *, (state = 'active' AND "eventSeq" > "startedSeq" AND present AND scoped) AS sendable FROM h) AS x
+  )`
+
+/**
+ * `r`, `attempt`, `d`: the attempts of `sent` and the deliveries' new states. A delivery that
+ * is no longer pending (its subscription was disabled while the requests ran) gets the attempt
+ * on record and nothing else.
+ */
+const attemptsCtes = (sql: SqlClient.SqlClient, sent: ReadonlyArray<Sent>) => sql`
+  r AS (
+    SELECT * FROM unnest(
+      ${sent.map((s) => s.delivery.deliveryId.toString())}::bigint[], ${sent.map((s) => s.delivery.attempts + 1)}::int[],
+      ${sent.map((s) => new Date(s.started))}::timestamptz[], ${sent.map((s) => s.result.durationMs)}::int[],
+      ${column(sent, (s) => s.result.status)}::int[], ${column(sent, (s) => s.result.errorClass)}::text[],
+      ${sent.map((s) => s.result.body.replaceAll("\u0000", "\uFFFD"))}::text[],
+      ${sent.map((s) => s.result.truncated)}::bool[], ${sent.map((s) => s.ok)}::bool[]
+    ) WITH ORDINALITY AS r(delivery_id, number, started_at, duration_ms, status, error_class, body, truncated, ok, n)
+  ), attempt AS (
+    INSERT INTO webhook_attempts
+      (delivery_id, number, started_at, duration_ms, status, error_class, response_body, response_truncated)
+    SELECT delivery_id, number, started_at, duration_ms, status, error_class, body, truncated FROM r
+  ), d AS (
+    UPDATE webhook_deliveries AS d
+    SET attempts = d.attempts + 1, last_status = r.status, last_error_class = r.error_class,
+        last_attempt_at = r.started_at,
+        state = CASE WHEN r.ok AND d.state = 'pending' THEN 'delivered' ELSE d.state END,
+        finished_at = CASE WHEN r.ok AND d.state = 'pending' THEN clock_timestamp() ELSE d.finished_at END
+    FROM r WHERE d.id = r.delivery_id
+    RETURNING d.id, d.state, d.event_seq
+  )`
+
+/** `p`'s columns about the attempts in `d`: whether the subscription's progress moves, and how far. */
+const progressOf = (sql: SqlClient.SqlClient, sent: ReadonlyArray<Sent>) =>
+  sent.length === 0
+    ? sql`false AS recorded, NULL::bigint AS delivered_to`
+    : sql`EXISTS (SELECT 1 FROM d WHERE state IN ('delivered', 'pending')) AS recorded,
+          (SELECT max(event_seq) FROM d WHERE state = 'delivered') AS delivered_to`
+
+/**
+ * `s AS (...)`: the statement's one UPDATE of the subscription row, after `p`: its progress and
+ * failing clock when `p.recorded`, its numbering (`WebhookNumbering.bump`) when `p.numbering`.
+ */
+const subscriptionCte = (
+  sql: SqlClient.SqlClient,
+  subscriptionId: string,
+  failing: FailingClock,
+  token: string | null,
+) => sql`
+  s AS (
+    UPDATE webhook_subscriptions AS s
+    SET last_delivered_seq = CASE WHEN p.recorded THEN greatest(s.last_delivered_seq, p.delivered_to)
+                                  ELSE s.last_delivered_seq END,
+        failing_first_at = CASE WHEN p.recorded
+                                THEN ${failing.firstAt === null ? null : new Date(failing.firstAt)}::timestamptz
+                                ELSE s.failing_first_at END,
+        failing_clock_at = CASE WHEN p.recorded
+                                THEN ${failing.clockAt === null ? null : new Date(failing.clockAt)}::timestamptz
+                                ELSE s.failing_clock_at END,
+        ${WebhookNumbering.bump(sql, token)}
+    FROM p
+    WHERE s.id = ${subscriptionId}::uuid AND (p.recorded OR p.numbering)
+    RETURNING s.last_sequence, ${WebhookNumbering.numbersHold(sql, token)}
+  )`
+
+/** Puts the attempts of `sent` on record with the subscription's failing clock; their states come back in order. */
+export const recordAttempts = (
+  drain: Drain,
+  subscriptionId: string,
+  sent: ReadonlyArray<Sent>,
+  failing: FailingClock,
+) =>
+  drain.sql<{ state: DeliveryState }>`
+    WITH ${attemptsCtes(drain.sql, sent)}, p AS (
+      SELECT ${progressOf(drain.sql, sent)}, false AS numbering, 0 AS fresh, NULL::uuid AS token_seen
+    ), ${subscriptionCte(drain.sql, subscriptionId, failing, null)}
+    SELECT d.state FROM r JOIN d ON d.id = r.delivery_id ORDER BY r.n`.pipe(
+    Effect.map((rows) => sent.map((_, i) => rows[i]?.state ?? "dead")),
+    Effect.tap(() => drain.onRecorded(subscriptionId)),
+    Effect.withSpan("WebhookDrainer.recordAttempts", { attributes: { "webhook.deliveries": sent.length } }),
+  )
+
+/**
+ * Puts the 2xx `sent` on record, reads the next pending deliveries after `after` and numbers those
+ * it finds sendable and allowed, in one statement (its read sees the log as before its own record,
+ * hence `after`, at least the last seq sent). `token` (none when rights are asked afterwards):
+ * what `numbered_by` becomes if its numbers hold.
+ */
+export const recordAndReadStatement = (
+  drain: Drain,
+  read: { readonly subscriptionId: string; readonly job: bigint; readonly after: bigint; readonly limit: number },
+  sent: ReadonlyArray<Sent>,
+  token: string | null,
+) => {
+  const sql = drain.sql
+  return sql<PendingDelivery & { readonly numbered: boolean }>`
+    WITH ${sent.length === 0 ? sql`` : sql`${attemptsCtes(sql, sent)},`}
+    ${pendingCtes(drain, read.subscriptionId, read.job, read.after, read.limit)}, p AS (
+      SELECT ${progressOf(sql, sent)}, ${token === null ? sql`false` : sql`coalesce(bool_or(go), false)`} AS numbering,
+             (count(*) FILTER (WHERE go AND existing IS NULL))::int AS fresh,
+             (SELECT "tokenSeen" FROM h LIMIT 1) AS token_seen
+      FROM g
+    ), ${subscriptionCte(sql, read.subscriptionId, noFailures, token)}, f AS (
+      SELECT "deliveryId" AS delivery_id, row_number() OVER (ORDER BY "eventSeq") AS rank
+      FROM g WHERE go AND existing IS NULL
+    ), ${WebhookNumbering.numbered(sql)}
+    SELECT h.*, g.sendable,
+           CASE WHEN g.go AND coalesce((SELECT numbered FROM s), false) THEN coalesce(n.sequence, h.existing) END
+             AS sequence,
+           n.id IS NOT NULL AS "numberedHere", coalesce((SELECT numbered FROM s), false) AS numbered
+    FROM h JOIN g USING ("deliveryId") LEFT JOIN n ON n.id = h."deliveryId"
+    ORDER BY h."eventSeq"`
+}
+
+/** Ends pending deliveries that must not go out: the subscription is disabled, or they predate its re-enabling. */
+export const endLeftovers = (sql: SqlClient.SqlClient, subscriptionId: string, d: PendingDelivery) =>
+  d.state !== "active"
+    ? sql`
+        UPDATE webhook_deliveries
+        SET state = 'dead', dead_reason = ${`disabled:${d.disabledCause ?? "manual"}`}, finished_at = clock_timestamp()
+        WHERE subscription_id = ${subscriptionId}::uuid AND state = 'pending'`
+    : sql`
+        UPDATE webhook_deliveries SET state = 'dead', dead_reason = 'stale', finished_at = clock_timestamp()
+        WHERE subscription_id = ${subscriptionId}::uuid AND state = 'pending' AND event_seq <= ${d.startedSeq}`
+
+export const attemptsBy = (outcome: string) =>
+  Metric.update(Metric.withAttributes(WebhookMetrics.attempts, { outcome }), 1)
+
+/** Dead without a request; `last_delivered_seq` moves past it so it never blocks the queue. */
+export const suppress = (drain: Drain, subscriptionId: string, d: PendingDelivery, reason: "permission" | "scope") =>
+  Effect.gen(function* () {
+    yield* drain.sql`
+      WITH d AS (
+        UPDATE webhook_deliveries SET state = 'dead', dead_reason = ${reason}, finished_at = clock_timestamp()
+        WHERE id = ${d.deliveryId} AND state = 'pending'
+        RETURNING event_seq
+      )
+      UPDATE webhook_subscriptions AS s SET last_delivered_seq = greatest(s.last_delivered_seq, d.event_seq)
+      FROM d WHERE s.id = ${subscriptionId}::uuid`
+    yield* drain.onRecorded(subscriptionId)
+    yield* Metric.update(WebhookMetrics.suppressed, 1)
+    yield* attemptsBy("suppressed")
+  })

@@ -1,0 +1,77 @@
+/**
+ * What a receiver gets for one delivery: the JSON envelope (`version`, `type`, `timestamp`,
+ * `sequence`, `space`, `data`), signed with the subscription's secrets under the Standard Webhooks
+ * headers (`WebhookSignature`), POSTed through the run's checked connections.
+ *
+ * What it keeps true: the `webhook-id` comes from the delivery's epoch, subscription and number,
+ * so a re-send is the same message to the receiver; a rotated-out secret signs too until its
+ * overlap ends; secrets stay `Redacted` and are opened once per run. Nothing goes on record here.
+ */
+import { Clock, Effect } from "effect"
+import * as SecretBox from "../crypto/SecretBox.ts"
+import * as OutboundSender from "../outbound/OutboundSender.ts"
+import type { Drain } from "./Drain.ts"
+import type { Run } from "./DrainRun.ts"
+import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
+import * as WebhookSignature from "./WebhookSignature.ts"
+
+/** The request body of `d`, numbered `sequence`. */
+export const body = (d: PendingDelivery, sequence: bigint): string =>
+  JSON.stringify({
+    version: 1,
+    type: d.type,
+    timestamp: d.occurredAt!.toISOString(),
+    sequence: Number(sequence),
+    space: d.space,
+    data: d.payload,
+  })
+
+/** Opens a sealed secret once per run; one that does not open is the operator's to hear of. */
+const openSecret = (drain: Drain, run: Run, sealed: string) =>
+  Effect.gen(function* () {
+    const known = run.secrets.get(sealed)
+    if (known !== undefined) return known
+    const opened = yield* SecretBox.open(drain.config.secretKey, sealed).pipe(
+      Effect.tapError((e) =>
+        drain.warn(run.subscriptionId, `webhooks: subscription ${run.subscriptionId}: ${e.message}; nothing is sent`),
+      ),
+    )
+    run.secrets.set(sealed, opened)
+    return opened
+  })
+
+/** The secrets that sign a request at `now`: the current one, and the previous one within its overlap. */
+const secretsFor = (drain: Drain, run: Run, d: PendingDelivery, now: number) =>
+  Effect.gen(function* () {
+    const current = yield* openSecret(drain, run, d.secretSealed)
+    const previous =
+      d.previousSecretSealed !== null && d.previousSecretUntil !== null && d.previousSecretUntil.getTime() > now
+        ? [yield* openSecret(drain, run, d.previousSecretSealed)]
+        : []
+    return [current, ...previous] as const
+  })
+
+/** Signs and POSTs a sendable, permitted, numbered delivery; what came back, not on record yet. */
+export const send = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigint) =>
+  Effect.gen(function* () {
+    const payload = body(d, sequence)
+    const started = yield* Clock.currentTimeMillis
+    const id = WebhookSignature.messageId(d.epoch, run.subscriptionId, sequence)
+    const headers = yield* WebhookSignature.sign(
+      { id, timestamp: new Date(started), body: payload },
+      yield* secretsFor(drain, run, d, started),
+    )
+    const result = yield* OutboundSender.send(
+      { url: d.url, headers: { ...headers, "content-type": "application/json" }, body: payload },
+      drain.config.policy,
+      {},
+      run.connections,
+    )
+    const answered = yield* Clock.currentTimeMillis
+    const ok = result.status !== undefined && result.status >= 200 && result.status < 300
+    return { delivery: d, started, answered, result, ok } satisfies Sent
+  }).pipe(
+    Effect.withSpan("WebhookDrainer.attempt", {
+      attributes: { "webhook.subscription": run.subscriptionId, "webhook.event_seq": String(d.eventSeq) },
+    }),
+  )
