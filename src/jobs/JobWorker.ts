@@ -108,8 +108,9 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
     Effect.gen(function* () {
       const id = options.workerId ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`
       const leaseMillis = Duration.toMillis(options.lease ?? Duration.seconds(10))
-      if (!Arr.isReadonlyArrayNonEmpty(options.kinds))
+      if (!Arr.isReadonlyArrayNonEmpty(options.kinds)) {
         return yield* Effect.die("JobWorker.layer needs at least one job kind")
+      }
 
       yield* JobLease.renew(id, leaseMillis)
       // Every outcome waiting when the completer is free goes out in one statement.
