@@ -82,6 +82,75 @@ const refusal = (cause: Cause.Cause<unknown>): string | undefined => {
 
 const backoff = (failures: number) => Duration.millis(Math.min(5000, 50 * 2 ** Math.min(failures - 1, 7)))
 
+const lose = (lost: ReadonlyArray<Finished>, message: string) =>
+  Effect.andThen(Metric.update(JobMetrics.outcomesLost, lost.length), Effect.logError(message))
+
+const attempt = (
+  next: Write,
+): Effect.Effect<ReadonlyArray<readonly [Finished, Recorded]>, SqlError, SqlClient.SqlClient> =>
+  next.refused === undefined
+    ? Effect.map(write(next.group), (ids) => next.group.map((f) => [f, ids.has(f.id) ? "applied" : "stale"] as const))
+    : Effect.map(placeholder(next.group[0]!, next.refused), (state) => [
+        [next.group[0]!, state === undefined ? "stale" : "placeholder"] as const,
+      ])
+
+/** Writes a batch's groups in turn, as the module header draws it; returns what became of each outcome. */
+const writeAll = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
+  const recorded = new Map<Finished, Recorded>()
+  const writes: Array<Write> = byStatement(batch).map((group) => ({ group }))
+  let failures = 0
+  while (writes.length > 0) {
+    const next = writes[0]!
+    const exit = yield* Effect.exit(attempt(next))
+    if (Exit.isSuccess(exit)) {
+      for (const [f, r] of exit.value) recorded.set(f, r)
+      writes.shift()
+      failures = 0
+      continue
+    }
+    const refused = refusal(exit.cause)
+    if (refused === undefined) {
+      const delay = backoff(++failures)
+      yield* Effect.logWarning(
+        `jobs: recording ${next.group.length} outcomes failed; trying again in ${Duration.format(delay)}`,
+        exit.cause,
+      )
+      yield* Effect.sleep(delay)
+      continue
+    }
+    writes.shift()
+    const only = next.group[0]!
+    if (next.group.length > 1) {
+      const half = Math.ceil(next.group.length / 2)
+      writes.unshift({ group: next.group.slice(0, half) }, { group: next.group.slice(half) })
+    } else if (next.refused === undefined) {
+      yield* Effect.logError(
+        `jobs: the database refused the outcome of ${describe(only)}: ${refused}; recording a placeholder instead`,
+      ).pipe(Effect.annotateLogs({ "job.id": String(only.id) }))
+      writes.unshift({ group: next.group, refused })
+    } else {
+      recorded.set(only, "lost")
+      yield* lose(
+        [only],
+        `jobs: the database refused even the placeholder of ${describe(only)}: ${refused}; no statement can change its row, so the job stays as it is`,
+      )
+    }
+  }
+  return recorded
+})
+
+/** Counts the stale outcomes and the placeholders of a written batch. */
+const count = Effect.fnUntraced(function* (recorded: ReadonlyMap<Finished, Recorded>) {
+  let stale = 0
+  let placeholders = 0
+  for (const r of recorded.values()) {
+    if (r === "stale") stale++
+    else if (r === "placeholder") placeholders++
+  }
+  if (stale > 0) yield* Metric.update(JobMetrics.stale, stale)
+  if (placeholders > 0) yield* Metric.update(JobMetrics.outcomePlaceholders, placeholders)
+})
+
 /** Starts the completer in the current scope. */
 export const make = Effect.fnUntraced(function* (options: JobCompleterOptions = {}) {
   const queue = yield* Queue.unbounded<Finished, Cause.Done>()
@@ -89,70 +158,12 @@ export const make = Effect.fnUntraced(function* (options: JobCompleterOptions = 
   const outstanding = new Set<Finished>()
   let takenAt: number | undefined
 
-  const lose = (lost: ReadonlyArray<Finished>, message: string) =>
-    Effect.andThen(Metric.update(JobMetrics.outcomesLost, lost.length), Effect.logError(message))
-
-  const attempt = (
-    next: Write,
-  ): Effect.Effect<ReadonlyArray<readonly [Finished, Recorded]>, SqlError, SqlClient.SqlClient> =>
-    next.refused === undefined
-      ? Effect.map(write(next.group), (ids) => next.group.map((f) => [f, ids.has(f.id) ? "applied" : "stale"] as const))
-      : Effect.map(placeholder(next.group[0]!, next.refused), (state) => [
-          [next.group[0]!, state === undefined ? "stale" : "placeholder"] as const,
-        ])
-
   const record = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
     takenAt = yield* Clock.currentTimeMillis
-    const recorded = new Map<Finished, Recorded>()
-    const writes: Array<Write> = byStatement(batch).map((group) => ({ group }))
-    let failures = 0
-    while (writes.length > 0) {
-      const next = writes[0]!
-      const exit = yield* Effect.exit(attempt(next))
-      if (Exit.isSuccess(exit)) {
-        for (const [f, r] of exit.value) recorded.set(f, r)
-        writes.shift()
-        failures = 0
-        continue
-      }
-      const refused = refusal(exit.cause)
-      if (refused === undefined) {
-        const delay = backoff(++failures)
-        yield* Effect.logWarning(
-          `jobs: recording ${next.group.length} outcomes failed; trying again in ${Duration.format(delay)}`,
-          exit.cause,
-        )
-        yield* Effect.sleep(delay)
-        continue
-      }
-      writes.shift()
-      const only = next.group[0]!
-      if (next.group.length > 1) {
-        const half = Math.ceil(next.group.length / 2)
-        writes.unshift({ group: next.group.slice(0, half) }, { group: next.group.slice(half) })
-      } else if (next.refused === undefined) {
-        yield* Effect.logError(
-          `jobs: the database refused the outcome of ${describe(only)}: ${refused}; recording a placeholder instead`,
-        ).pipe(Effect.annotateLogs({ "job.id": String(only.id) }))
-        writes.unshift({ group: next.group, refused })
-      } else {
-        recorded.set(only, "lost")
-        yield* lose(
-          [only],
-          `jobs: the database refused even the placeholder of ${describe(only)}: ${refused}; no statement can change its row, so the job stays as it is`,
-        )
-      }
-    }
+    const recorded = yield* writeAll(batch)
     takenAt = undefined
     for (const f of batch) outstanding.delete(f)
-    let stale = 0
-    let placeholders = 0
-    for (const r of recorded.values()) {
-      if (r === "stale") stale++
-      else if (r === "placeholder") placeholders++
-    }
-    if (stale > 0) yield* Metric.update(JobMetrics.stale, stale)
-    if (placeholders > 0) yield* Metric.update(JobMetrics.outcomePlaceholders, placeholders)
+    yield* count(recorded)
     if (options.onFinalized) yield* options.onFinalized(batch.map((f) => ({ ...f, recorded: recorded.get(f)! })))
   })
 

@@ -49,6 +49,76 @@ export class EventLogPartitionMissing extends Schema.TaggedError<EventLogPartiti
 
 export type AppendError = InvalidEvent | EventLogPartitionMissing | SqlError
 
+/** A defect: without its one `event_seq` row the log cannot number anything. */
+const noCounterRow = Effect.die("event_seq has no row: the migrations were not applied")
+
+const traceParent = Effect.currentSpan.pipe(
+  Effect.map((span) => `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`),
+  Effect.orElseSucceed(() => null),
+)
+
+const decodeEvents = Schema.decodeUnknownEffect(Schema.Array(Event))
+
+const appendWith = (sql: SqlClient.SqlClient) =>
+  Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
+    const valid = yield* Effect.fromResult(validateBatch(events))
+    const parent = yield* traceParent
+    const rows = JSON.stringify(
+      valid.map(([e, payload]) => ({ s: e.space, t: e.type, a: e.actor, p: payload, tp: parent })),
+    )
+    const n = valid.length
+    // One statement: counter update (takes the lock), insert, NOTIFY. Only COMMIT follows.
+    const [row] = yield* sql<{ base: bigint; epoch: number; at: Date }>`
+      WITH turn AS MATERIALIZED (
+        SELECT pg_advisory_xact_lock(${appendLockKey})
+      ), head AS (
+        UPDATE event_seq SET value = value + ${n} FROM turn
+        RETURNING value - ${n} AS base, epoch, clock_timestamp() AS at
+      ), ins AS (
+        INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload, trace_parent)
+        SELECT head.base + e.ord, head.epoch, head.at, e.s, e.t, e.a, e.p::jsonb, e.tp
+        FROM head, ROWS FROM (jsonb_to_recordset(${rows}::jsonb) AS (s text, t text, a text, p text, tp text))
+          WITH ORDINALITY AS e(s, t, a, p, tp, ord)
+      )
+      SELECT head.base, head.epoch, head.at FROM head, (SELECT pg_notify('event_log', '')) AS wake`.pipe(
+      Effect.catchIf(isNoPartition, (e) => Effect.fail(new EventLogPartitionMissing({ detail: pgFailure(e).message }))),
+    )
+    if (row === undefined) return yield* noCounterRow
+    return {
+      firstSeq: row.base + 1n,
+      lastSeq: row.base + BigInt(n),
+      epoch: row.epoch,
+      occurredAt: row.at,
+    } satisfies Appended
+  })
+
+const readWith = (sql: SqlClient.SqlClient) =>
+  Effect.fn("EventLog.read")(function* (afterSeq: bigint, limit: number) {
+    const rows = yield* sql`
+      SELECT seq, epoch, occurred_at AS "occurredAt", space_id AS space, type, actor, payload,
+             trace_parent AS "traceParent"
+      FROM event_log WHERE seq > ${afterSeq} ORDER BY seq LIMIT ${limit}`
+    return yield* decodeEvents(rows).pipe(Effect.orDie)
+  })
+
+const readFromWith = (sql: SqlClient.SqlClient) =>
+  Effect.fn("EventLog.readFrom")(function* (from: Statement.Fragment, limit: number) {
+    const rows = yield* sql<{ after: bigint; head: bigint; headEpoch: number; seq: bigint | null }>`
+      WITH c AS MATERIALIZED (${from})
+      SELECT c.last_seq AS after, s.value AS head, s.epoch AS "headEpoch", e.seq, e.epoch,
+             e.occurred_at AS "occurredAt", e.space_id AS space, e.type, e.actor, e.payload,
+             e.trace_parent AS "traceParent"
+      FROM c CROSS JOIN event_seq AS s
+      LEFT JOIN LATERAL (
+        SELECT * FROM event_log WHERE seq > c.last_seq ORDER BY seq LIMIT ${limit}
+      ) AS e ON true
+      ORDER BY e.seq`
+    const first = rows[0]
+    if (first === undefined) return Option.none()
+    const events = yield* decodeEvents(first.seq === null ? [] : rows).pipe(Effect.orDie)
+    return Option.some({ after: first.after, head: { seq: first.head, epoch: first.headEpoch }, events })
+  })
+
 export class EventLog extends Context.Service<
   EventLog,
   {
@@ -96,46 +166,7 @@ export class EventLog extends Context.Service<
     EventLog,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-
-      const traceParent = Effect.currentSpan.pipe(
-        Effect.map((span) => `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`),
-        Effect.orElseSucceed(() => null),
-      )
-
-      const append = Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
-        const valid = yield* Effect.fromResult(validateBatch(events))
-        const parent = yield* traceParent
-        const rows = JSON.stringify(
-          valid.map(([e, payload]) => ({ s: e.space, t: e.type, a: e.actor, p: payload, tp: parent })),
-        )
-        const n = valid.length
-        // One statement: counter update (takes the lock), insert, NOTIFY. Only COMMIT follows.
-        const [row] = yield* sql<{ base: bigint; epoch: number; at: Date }>`
-          WITH turn AS MATERIALIZED (
-            SELECT pg_advisory_xact_lock(${appendLockKey})
-          ), head AS (
-            UPDATE event_seq SET value = value + ${n} FROM turn
-            RETURNING value - ${n} AS base, epoch, clock_timestamp() AS at
-          ), ins AS (
-            INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload, trace_parent)
-            SELECT head.base + e.ord, head.epoch, head.at, e.s, e.t, e.a, e.p::jsonb, e.tp
-            FROM head, ROWS FROM (jsonb_to_recordset(${rows}::jsonb) AS (s text, t text, a text, p text, tp text))
-              WITH ORDINALITY AS e(s, t, a, p, tp, ord)
-          )
-          SELECT head.base, head.epoch, head.at FROM head, (SELECT pg_notify('event_log', '')) AS wake`.pipe(
-          Effect.catchIf(isNoPartition, (e) =>
-            Effect.fail(new EventLogPartitionMissing({ detail: pgFailure(e).message })),
-          ),
-        )
-        if (row === undefined) return yield* Effect.die("event_seq has no row: the migrations were not applied")
-        return {
-          firstSeq: row.base + 1n,
-          lastSeq: row.base + BigInt(n),
-          epoch: row.epoch,
-          occurredAt: row.at,
-        } satisfies Appended
-      })
-
+      const append = appendWith(sql)
       const appendAfter = <A, E, R>(work: Effect.Effect<A, E, R>, events: (value: A) => ReadonlyArray<NewEvent>) =>
         sql.withTransaction(
           Effect.gen(function* () {
@@ -145,52 +176,21 @@ export class EventLog extends Context.Service<
             return { value, appended }
           }),
         )
-
-      const decodeEvents = Schema.decodeUnknownEffect(Schema.Array(Event))
-
-      const read = Effect.fn("EventLog.read")(function* (afterSeq: bigint, limit: number) {
-        const rows = yield* sql`
-          SELECT seq, epoch, occurred_at AS "occurredAt", space_id AS space, type, actor, payload,
-                 trace_parent AS "traceParent"
-          FROM event_log WHERE seq > ${afterSeq} ORDER BY seq LIMIT ${limit}`
-        return yield* decodeEvents(rows).pipe(Effect.orDie)
-      })
-
-      const readFrom = Effect.fn("EventLog.readFrom")(function* (from: Statement.Fragment, limit: number) {
-        const rows = yield* sql<{ after: bigint; head: bigint; headEpoch: number; seq: bigint | null }>`
-          WITH c AS MATERIALIZED (${from})
-          SELECT c.last_seq AS after, s.value AS head, s.epoch AS "headEpoch", e.seq, e.epoch,
-                 e.occurred_at AS "occurredAt", e.space_id AS space, e.type, e.actor, e.payload,
-                 e.trace_parent AS "traceParent"
-          FROM c CROSS JOIN event_seq AS s
-          LEFT JOIN LATERAL (
-            SELECT * FROM event_log WHERE seq > c.last_seq ORDER BY seq LIMIT ${limit}
-          ) AS e ON true
-          ORDER BY e.seq`
-        const first = rows[0]
-        if (first === undefined) return Option.none()
-        const events = yield* decodeEvents(first.seq === null ? [] : rows).pipe(Effect.orDie)
-        return Option.some({ after: first.after, head: { seq: first.head, epoch: first.headEpoch }, events })
-      })
-
+      const readFrom = readFromWith(sql)
       const readWithHead = (afterSeq: bigint, limit: number) =>
         readFrom(sql`SELECT ${afterSeq}::int8 AS last_seq`, limit).pipe(
           Effect.flatMap(
             Option.match({
-              onNone: () => Effect.die("event_seq has no row: the migrations were not applied"),
+              onNone: () => noCounterRow,
               onSome: ({ head, events }) => Effect.succeed({ head, events }),
             }),
           ),
         )
-
       const head = sql<Head>`SELECT value AS seq, epoch FROM event_seq`.pipe(
-        Effect.flatMap(([row]) =>
-          row === undefined ? Effect.die("event_seq has no row: the migrations were not applied") : Effect.succeed(row),
-        ),
+        Effect.flatMap(([row]) => (row === undefined ? noCounterRow : Effect.succeed(row))),
         Effect.withSpan("EventLog.head"),
       )
-
-      return EventLog.of({ append, appendAfter, read, readWithHead, readFrom, head })
+      return EventLog.of({ append, appendAfter, read: readWith(sql), readWithHead, readFrom, head })
     }),
   )
 }

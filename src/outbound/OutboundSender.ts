@@ -23,7 +23,8 @@
  */
 import { Clock, Duration, Effect, Result } from "effect"
 import { Agent } from "undici"
-import { parseTarget, safeLookup, type TargetPolicy, UnsafeWebhookTarget } from "./OutboundTarget.ts"
+import { safeLookup } from "./CheckedDialer.ts"
+import { parseTarget, type TargetPolicy, UnsafeWebhookTarget } from "./OutboundTarget.ts"
 
 export type ErrorClass = "dns" | "connect" | "tls" | "timeout" | "blocked_ip" | "redirect" | "too_large"
 

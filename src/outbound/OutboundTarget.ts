@@ -1,47 +1,36 @@
 /**
- * Which URLs and addresses a webhook may reach, so that a webhook cannot be aimed at the inside
- * of our network (SSRF).
+ * Which URLs a webhook may be aimed at (the target policy), so that it cannot reach the inside of
+ * our network (SSRF): https only, no credentials, IP literals and resolved addresses judged by
+ * `AddressCheck`, hosts in `allowHosts` not judged at all.
  *
  * Checked twice, because DNS may answer differently between the two:
- * - `validateUrl`, when a webhook is created, for quick feedback: https only, no credentials, and
- *   every address the host resolves to now must be public.
- * - `safeLookup`, when a delivery connects: the resolver used for the socket refuses a blocked
- *   address, so the address actually dialed is the one checked. A host that answered with a
- *   public address at creation and a private one later (DNS rebinding) is refused then.
+ * - `validateUrl`, when a webhook is created, for quick feedback: every address the host resolves
+ *   to now must be allowed.
+ * - `CheckedDialer.safeLookup`, when a delivery connects: the resolver used for the socket refuses
+ *   a blocked address, so the address actually dialed is the one checked.
  *
- * An address is refused when it lies in a non-public range (`ipv4Blocked`, `ipv6Blocked`),
- * unless an `allowCidrs` entry covers it. An IPv4-mapped address (`::ffff:10.0.0.1`) is the IPv4
- * address it carries before anything else looks at it, the allow-list included (so `::/0` does
- * not let `::ffff:169.254.169.254` through, and `allowHosts` "10.0.0.1" covers both spellings).
- * Other IPv6 forms that carry an IPv4 address (IPv4-translated, NAT64, 6to4) are judged by that
- * IPv4 address when no IPv6 allowance covers them. Loopback is refused unless
- * `allowHttpLoopback` (`BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK`) is set, which is meant for tests and
- * local development and is also the only case where plain http is accepted.
+ * Plain http is accepted only to a loopback host under `allowHttpLoopback`, which is meant for
+ * tests and local development.
  */
 
-import type { LookupAddress, LookupOptions } from "node:dns"
 import { promises as dns } from "node:dns"
-import type { LookupFunction } from "node:net"
 import { isIP } from "node:net"
 import { Effect, Option, Result, Schema } from "effect"
-import { envName } from "../platform/BothyConfig.ts"
+import { type AddressPolicy, checkAddress, firstBlocked, loopbackHint } from "./AddressCheck.ts"
 import * as IpRange from "./IpRange.ts"
 
-/** The setting that lets loopback through (`TargetPolicy.allowHttpLoopback`), named in refusals. */
-export const allowHttpLoopbackKey = "webhook.allow_http_loopback"
-const allowHttpLoopbackVariable = envName(allowHttpLoopbackKey)
-const loopbackHint = `${allowHttpLoopbackVariable}=true allows loopback targets, and http to them, for local testing`
+export { allowHttpLoopbackKey } from "./AddressCheck.ts"
 
 export interface ResolvedAddress {
   readonly address: string
   readonly family: 4 | 6
 }
 
-export interface TargetPolicy {
-  /** Lets loopback addresses through, and plain http to a loopback host. Tests and local development only. */
-  readonly allowHttpLoopback: boolean
-  /** IPv4 or IPv6 ranges (`10.1.0.0/16`, `fd00:1::/32`, or one address) let through despite a block. Entries must parse (`invalidCidrs`). */
-  readonly allowCidrs: ReadonlyArray<string>
+/**
+ * `allowHttpLoopback` also lets plain http to a loopback host through; `allowCidrs` entries must
+ * parse (`invalidCidrs`).
+ */
+export interface TargetPolicy extends AddressPolicy {
   /** Host names (or IP literals) whose addresses are not checked at all. Entries must parse (`invalidHosts`). */
   readonly allowHosts: ReadonlyArray<string>
   /** Resolves a host name to every address it has. Defaults to the system resolver (`dns.lookup`). */
@@ -58,140 +47,6 @@ export class UnsafeWebhookTarget extends Schema.TaggedError<UnsafeWebhookTarget>
     return `webhook target ${this.url} refused (${this.reason}): ${this.detail}`
   }
 }
-
-interface Blocked {
-  readonly range: IpRange.Range
-  readonly cidr: string
-  readonly name: string
-  /** Let through when `allowHttpLoopback` is set. */
-  readonly loopback?: true
-}
-
-const blocked = (cidr: string, name: string, loopback?: true): Blocked => ({
-  range: IpRange.rangeOf(cidr),
-  cidr,
-  name,
-  ...(loopback ? { loopback } : {}),
-})
-
-// First match names the reason, so the specific entries come before the ranges holding them.
-// Sources: the IANA IPv4 and IPv6 special-purpose address registries, plus cloud metadata services.
-const ipv4Blocked: ReadonlyArray<Blocked> = [
-  blocked("0.0.0.0/8", "unspecified (this network)"),
-  blocked("10.0.0.0/8", "private"),
-  blocked("100.100.100.200/32", "cloud metadata (Alibaba)"),
-  blocked("100.64.0.0/10", "shared address space (CGNAT)"),
-  blocked("127.0.0.0/8", "loopback", true),
-  blocked("169.254.169.254/32", "cloud metadata (AWS, GCP, Azure, OpenStack)"),
-  blocked("169.254.0.0/16", "link-local"),
-  blocked("172.16.0.0/12", "private"),
-  blocked("192.0.0.0/24", "IETF protocol assignments"),
-  blocked("192.0.2.0/24", "documentation (TEST-NET-1)"),
-  blocked("192.88.99.0/24", "6to4 relay anycast (deprecated)"),
-  blocked("192.168.0.0/16", "private"),
-  blocked("198.18.0.0/15", "benchmarking"),
-  blocked("198.51.100.0/24", "documentation (TEST-NET-2)"),
-  blocked("203.0.113.0/24", "documentation (TEST-NET-3)"),
-  blocked("224.0.0.0/4", "multicast"),
-  blocked("255.255.255.255/32", "broadcast"),
-  blocked("240.0.0.0/4", "reserved"),
-]
-
-const ipv6Blocked: ReadonlyArray<Blocked> = [
-  blocked("::/128", "unspecified"),
-  blocked("::1/128", "loopback", true),
-  blocked("64:ff9b:1::/48", "NAT64 local use"),
-  blocked("100::/64", "discard-only"),
-  blocked("2001::/32", "Teredo tunnel"),
-  blocked("2001:2::/48", "benchmarking"),
-  blocked("2001::/23", "IETF protocol assignments"),
-  blocked("2001:db8::/32", "documentation"),
-  blocked("3fff::/20", "documentation"),
-  blocked("fd00:ec2::254/128", "cloud metadata (AWS)"),
-  blocked("fc00::/7", "unique-local"),
-  blocked("fe80::/10", "link-local"),
-  blocked("fec0::/10", "site-local (deprecated)"),
-  blocked("ff00::/8", "multicast"),
-]
-
-// Everything routable on the public IPv6 internet lies in 2000::/3; the rest is reserved.
-const globalUnicast = IpRange.rangeOf("2000::/3")
-
-// IPv6 forms whose traffic ends at an IPv4 address, and where in the 16 bytes it sits. (IPv4-mapped
-// is one too, but `IpRange.canonical` has made it IPv4 before any of these is consulted.)
-const ipv4Carriers: ReadonlyArray<{ readonly range: IpRange.Range; readonly name: string; readonly at: number }> = [
-  { range: IpRange.rangeOf("::ffff:0:0:0/96"), name: "IPv4-translated", at: 12 },
-  { range: IpRange.rangeOf("64:ff9b::/96"), name: "NAT64", at: 12 },
-  { range: IpRange.rangeOf("2002::/16"), name: "6to4", at: 2 },
-]
-
-/** The IPv4 address an IPv6 address carries, if it is one of the forms that route to IPv4. */
-export const embeddedIpv4 = (
-  address: IpRange.Address,
-): Option.Option<{ readonly ipv4: IpRange.Address; readonly form: string }> => {
-  if (IpRange.canonical(address) !== address) {
-    return Option.some({ ipv4: IpRange.canonical(address), form: "IPv4-mapped" })
-  }
-  const carrier = ipv4Carriers.find((c) => IpRange.inRange(address, c.range))
-  return carrier === undefined
-    ? Option.none()
-    : Option.some({ ipv4: IpRange.ipv4(address.bytes.slice(carrier.at, carrier.at + 4)), form: carrier.name })
-}
-
-/** The `allowCidrs` entries that do not parse as an address or a range. */
-export const invalidCidrs = (cidrs: ReadonlyArray<string>): ReadonlyArray<string> =>
-  cidrs.filter((cidr) => Option.isNone(IpRange.parseRange(cidr)))
-
-const allowedRanges = (policy: Pick<TargetPolicy, "allowCidrs">): ReadonlyArray<IpRange.Range> =>
-  policy.allowCidrs.flatMap((cidr) => Option.toArray(Option.map(IpRange.parseRange(cidr), IpRange.canonicalRange)))
-
-const whyBlocked = (
-  address: IpRange.Address,
-  allowed: ReadonlyArray<IpRange.Range>,
-  allowHttpLoopback: boolean,
-): Option.Option<string> => {
-  const ipv4 = IpRange.canonical(address)
-  if (ipv4 !== address) {
-    return Option.map(
-      whyBlocked(ipv4, allowed, allowHttpLoopback),
-      (why) => `${IpRange.formatIpv4(ipv4)} in IPv4-mapped form, which is ${why}`,
-    )
-  }
-  if (allowed.some((range) => IpRange.inRange(address, range))) return Option.none()
-  if (address.family === 6) {
-    const carried = embeddedIpv4(address)
-    if (Option.isSome(carried)) {
-      const { ipv4, form } = carried.value
-      return Option.map(
-        whyBlocked(ipv4, allowed, allowHttpLoopback),
-        (why) => `${IpRange.formatIpv4(ipv4)} in ${form} form, which is ${why}`,
-      )
-    }
-  }
-  const table = address.family === 4 ? ipv4Blocked : ipv6Blocked
-  const hit = table.find((entry) => IpRange.inRange(address, entry.range))
-  if (hit !== undefined) {
-    if (hit.loopback && allowHttpLoopback) return Option.none()
-    return Option.some(`${hit.name} (${hit.cidr})${hit.loopback ? `; ${loopbackHint}` : ""}`)
-  }
-  if (address.family === 6 && !IpRange.inRange(address, globalUnicast)) {
-    return Option.some("reserved (outside global unicast 2000::/3)")
-  }
-  return Option.none()
-}
-
-/**
- * Why an address may not be reached, or `None` when it may. Text that is not an IP address is
- * refused too.
- */
-export const checkAddress = (
-  address: string,
-  policy: Pick<TargetPolicy, "allowHttpLoopback" | "allowCidrs">,
-): Option.Option<string> =>
-  Option.match(IpRange.parseAddress(address), {
-    onNone: () => Option.some("not an IP address"),
-    onSome: (parsed) => whyBlocked(parsed, allowedRanges(policy), policy.allowHttpLoopback),
-  })
 
 const loopbackRanges = [IpRange.rangeOf("127.0.0.0/8"), IpRange.rangeOf("::1/128")]
 
@@ -221,6 +76,10 @@ const canonicalHost = (host: string): string => {
 // path or credentials, which URL would otherwise cut off or keep without complaint.
 const hostName = /^[a-z0-9_-]+(\.[a-z0-9_-]+)*\.?$/
 
+/** The `allowCidrs` entries that do not parse as an address or a range. */
+export const invalidCidrs = (cidrs: ReadonlyArray<string>): ReadonlyArray<string> =>
+  cidrs.filter((cidr) => Option.isNone(IpRange.parseRange(cidr)))
+
 /** The `allowHosts` entries that are neither a host name nor an IP address. */
 export const invalidHosts = (hosts: ReadonlyArray<string>): ReadonlyArray<string> =>
   hosts.filter((host) => {
@@ -235,7 +94,7 @@ export const invalidHosts = (hosts: ReadonlyArray<string>): ReadonlyArray<string
     )
   })
 
-const isAllowedHost = (hostname: string, policy: Pick<TargetPolicy, "allowHosts">): boolean => {
+export const isAllowedHost = (hostname: string, policy: Pick<TargetPolicy, "allowHosts">): boolean => {
   const host = canonicalHost(hostname)
   return policy.allowHosts.some((allowed) => canonicalHost(allowed) === host)
 }
@@ -262,7 +121,7 @@ const refuse = (raw: string, reason: UnsafeWebhookTarget["reason"], detail: stri
  * host is an allowed address. WHATWG URL parsing has already turned numeric IPv4 forms
  * (`http://2130706433/`, `0x7f.1`) into dotted quads, so they are checked like any literal.
  *
- * The sender uses this alone before each delivery and leaves host names to `safeLookup`.
+ * The sender uses this alone before each delivery and leaves host names to `CheckedDialer.safeLookup`.
  */
 export const parseTarget = (raw: string, policy: TargetPolicy): Result.Result<URL, UnsafeWebhookTarget> => {
   const url = URL.parse(raw)
@@ -295,13 +154,7 @@ const systemResolve = async (host: string): Promise<ReadonlyArray<ResolvedAddres
     family: family === 6 ? 6 : 4,
   }))
 
-const resolverOf = (policy: TargetPolicy) => policy.resolve ?? systemResolve
-
-/** The first blocked address among those a host resolved to, and why, as "ADDRESS, which is WHY". */
-const firstBlocked = (addresses: ReadonlyArray<ResolvedAddress>, policy: TargetPolicy) =>
-  Option.firstSomeOf(
-    addresses.map(({ address }) => Option.map(checkAddress(address, policy), (why) => `${address}, which is ${why}`)),
-  )
+export const resolverOf = (policy: TargetPolicy) => policy.resolve ?? systemResolve
 
 /**
  * Creation-time check of a webhook URL: `parseTarget`, then the host is resolved and every address
@@ -309,7 +162,7 @@ const firstBlocked = (addresses: ReadonlyArray<ResolvedAddress>, policy: TargetP
  * client may dial any of them). Hosts in `allowHosts` are not resolved.
  *
  * Passing here does not make later deliveries safe on its own: DNS can change, which is what
- * `safeLookup` is for.
+ * `CheckedDialer.safeLookup` is for.
  */
 export const validateUrl = Effect.fn("OutboundTarget.validateUrl")(function* (raw: string, policy: TargetPolicy) {
   const url = yield* Effect.fromResult(parseTarget(raw, policy))
@@ -332,53 +185,3 @@ export const validateUrl = Effect.fn("OutboundTarget.validateUrl")(function* (ra
   }
   return url
 })
-
-const familyOf = (options: LookupOptions): 0 | 4 | 6 =>
-  options.family === 4 || options.family === "IPv4" ? 4 : options.family === 6 || options.family === "IPv6" ? 6 : 0
-
-/**
- * A `lookup` for `net.connect`, `tls.connect` or undici's `connect.lookup` that resolves through
- * `policy.resolve` and fails the connection with `UnsafeWebhookTarget` (reason `BlockedAddress`,
- * `url` set to the host) when any address the host resolved to is blocked, so nothing is dialed.
- * Resolver errors pass through unchanged (`ENOTFOUND` stays `ENOTFOUND`).
- *
- * Node does not call `lookup` for IP literals; `parseTarget` covers those before connecting.
- */
-export const safeLookup =
-  (policy: TargetPolicy): LookupFunction =>
-  (hostname, options, callback) => {
-    const family = familyOf(options)
-    // Wrapped so that a resolver throwing synchronously still ends in the callback.
-    new Promise<ReadonlyArray<ResolvedAddress>>((resolve) => resolve(resolverOf(policy)(hostname))).then(
-      (resolved) => {
-        const addresses = resolved.filter((a) => family === 0 || a.family === family)
-        const first = addresses[0]
-        if (first === undefined) {
-          // Node's lookup contract: an errno-style error, as dns.lookup gives for a name without addresses.
-          const error: NodeJS.ErrnoException = Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), {
-            code: "ENOTFOUND",
-            hostname,
-          })
-          return callback(error, [])
-        }
-        const blockedAddress = isAllowedHost(hostname, policy) ? Option.none() : firstBlocked(addresses, policy)
-        if (Option.isSome(blockedAddress)) {
-          return callback(
-            new UnsafeWebhookTarget({
-              url: hostname,
-              reason: "BlockedAddress",
-              detail: `${hostname} resolves to ${blockedAddress.value}`,
-            }),
-            [],
-          )
-        }
-        return options.all
-          ? callback(
-              null,
-              addresses.map((a): LookupAddress => ({ address: a.address, family: a.family })),
-            )
-          : callback(null, first.address, first.family)
-      },
-      (error: NodeJS.ErrnoException) => callback(error, []),
-    )
-  }

@@ -1,12 +1,12 @@
 import { connect, type Socket } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option } from "effect"
+import { checkAddress } from "../../src/outbound/AddressCheck.ts"
+import { safeLookup } from "../../src/outbound/CheckedDialer.ts"
 import {
-  checkAddress,
   invalidCidrs,
   invalidHosts,
   type ResolvedAddress,
-  safeLookup,
   type TargetPolicy,
   UnsafeWebhookTarget,
   validateUrl,

@@ -1,0 +1,84 @@
+/**
+ * A worker's maintenance, each task its own fiber that logs its failures and goes on:
+ *
+ *   heartbeat (every third of the lease): renew this worker's lease, unless outcomes are stuck
+ *   rescuer (every half lease): put back the jobs of workers whose lease expired; sample the
+ *     runnable jobs per queue (`bothy.jobs.queue_depth`)
+ *   cleaner (every `cleanerInterval`): remove finished jobs past their retention
+ *
+ * A worker whose outcomes cannot be recorded gives its jobs up: once the completer's batch in hand
+ * has waited more than a lease (the database refuses or blocks it), the outcomes are stuck, the
+ * heartbeat stops renewing the lease and the fetchers stop claiming, so that the lease runs out and
+ * the rescuer (of any worker) puts the jobs back instead of leaving them `running` under a live
+ * lease. Both resume once the batch is recorded.
+ */
+import { Clock, Duration, Effect, Metric, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import * as JobCleaner from "./JobCleaner.ts"
+import type { JobCompleter } from "./JobCompleter.ts"
+import * as JobLease from "./JobLease.ts"
+import * as JobMetrics from "./JobMetrics.ts"
+
+export interface MaintenanceOptions {
+  readonly workerId: string
+  readonly leaseMillis: number
+  readonly completer: JobCompleter
+  readonly completedRetentionMillis: number
+  readonly deadRetentionMillis: number
+  readonly cleanerInterval: Duration.Input
+}
+
+/** The batch in hand has waited more than a lease: give the jobs up (see the module header). */
+export const outcomesStuck = (completer: JobCompleter, leaseMillis: number, now: number) =>
+  completer.waited(now) > leaseMillis
+
+/** Renews the lease while outcomes get recorded; logs once when it stops and once when it resumes. */
+const heartbeat = ({ workerId, leaseMillis, completer }: MaintenanceOptions) => {
+  let lapsing = false
+  return Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    if (outcomesStuck(completer, leaseMillis, now)) {
+      if (!lapsing) {
+        yield* Effect.logError(
+          `jobs: outcomes have waited ${Math.round(completer.waited(now) / 1000)} s to be recorded; worker ${workerId} stops renewing its lease and claiming until they are, so that its jobs are rescued`,
+        )
+      }
+      lapsing = true
+      return
+    }
+    yield* JobLease.renew(workerId, leaseMillis)
+    if (lapsing) yield* Effect.logWarning(`jobs: outcomes are recorded again; worker ${workerId} renewed its lease`)
+    lapsing = false
+  }).pipe(
+    Effect.catchCause((cause) => Effect.logWarning("jobs: lease renewal failed", cause)),
+    Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 3))),
+  )
+}
+
+const rescuer = ({ leaseMillis }: MaintenanceOptions) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rescued = yield* JobLease.rescue()
+    if (rescued.length > 0) {
+      yield* Metric.update(JobMetrics.rescued, rescued.length)
+      yield* Effect.logWarning(`jobs: rescued ${rescued.length} jobs of workers whose lease expired`)
+    }
+    const depths = yield* sql<{ queue: string; n: number }>`
+      SELECT queue, count(*)::int AS n FROM jobs
+      WHERE state IN ('available', 'scheduled', 'retryable') GROUP BY queue`
+    for (const { queue, n } of depths) {
+      yield* Metric.update(Metric.withAttributes(JobMetrics.queueDepth, { queue }), n)
+    }
+  }).pipe(
+    Effect.catchCause((cause) => Effect.logWarning("jobs: rescue failed", cause)),
+    Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 2))),
+  )
+
+const cleaner = (options: MaintenanceOptions) =>
+  JobCleaner.clean(options.completedRetentionMillis, options.deadRetentionMillis).pipe(
+    Effect.catchCause((cause) => Effect.logWarning("jobs: cleaner failed", cause)),
+    Effect.repeat(Schedule.spaced(options.cleanerInterval)),
+  )
+
+/** The maintenance tasks, to fork in the worker's scope; each runs until interrupted. */
+export const tasks = (options: MaintenanceOptions) => [heartbeat(options), rescuer(options), cleaner(options)]
