@@ -88,6 +88,36 @@ export class SubscriptionNotFound extends Schema.TaggedError<SubscriptionNotFoun
   }
 }
 
+/** The subscription row and its scope, in one transaction; its cursor starts at the log's head. */
+const insertSubscription = (sql: SqlClient.SqlClient, valid: NewSubscription, url: URL, sealed: string) =>
+  sql.withTransaction(
+    Effect.gen(function* () {
+      const [row] = yield* sql<{ id: string }>`
+        INSERT INTO webhook_subscriptions (owner, url, secret_sealed, event_types, started_seq, last_delivered_seq)
+        SELECT ${valid.owner}, ${url.toString()}, ${sealed}, ${valid.eventTypes as Array<string>}::text[],
+               value, value
+        FROM event_seq
+        RETURNING id::text`
+      // One array parameter, not two per space: the protocol allows 65,535 parameters at most.
+      yield* sql`
+        INSERT INTO webhook_subscription_spaces (space_id, subscription_id)
+        SELECT DISTINCT unnest(${valid.scope as Array<string>}::text[]), ${row!.id}::uuid`
+      return row!.id
+    }),
+  )
+
+const selectSubscription = (sql: SqlClient.SqlClient, id: string) =>
+  Effect.map(
+    sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
+      SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
+             s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
+             s.last_sequence AS sequence,
+             (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
+               AS scope
+      FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid`,
+    ([row]): Subscription | undefined => (row === undefined ? undefined : { ...row, scope: row.scope ?? [] }),
+  )
+
 export class Webhooks extends Context.Service<
   Webhooks,
   {
@@ -122,35 +152,15 @@ export class Webhooks extends Context.Service<
         const url = yield* validateUrl(valid.url, config.policy)
         const secret = WebhookSecret.generate()
         const sealed = SecretBox.seal(config.secretKey, secret)
-        const id = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const [row] = yield* sql<{ id: string }>`
-              INSERT INTO webhook_subscriptions (owner, url, secret_sealed, event_types, started_seq, last_delivered_seq)
-              SELECT ${valid.owner}, ${url.toString()}, ${sealed}, ${valid.eventTypes as Array<string>}::text[],
-                     value, value
-              FROM event_seq
-              RETURNING id::text`
-            // One array parameter, not two per space: the protocol allows 65,535 parameters at most.
-            yield* sql`
-              INSERT INTO webhook_subscription_spaces (space_id, subscription_id)
-              SELECT DISTINCT unnest(${valid.scope as Array<string>}::text[]), ${row!.id}::uuid`
-            return row!.id
-          }),
-        )
+        const id = yield* insertSubscription(sql, valid, url, sealed)
         return { id, secret }
       })
 
       const get = Effect.fn("Webhooks.get")(function* (id: string) {
         yield* checkId(id)
-        const [row] = yield* sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
-          SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
-                 s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
-                 s.last_sequence AS sequence,
-                 (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
-                   AS scope
-          FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid`
+        const row = yield* selectSubscription(sql, id)
         if (row === undefined) return yield* new SubscriptionNotFound({ id })
-        return { ...row, scope: row.scope ?? [] } satisfies Subscription
+        return row
       })
 
       const disableOne = Effect.fn("Webhooks.disable")(function* (id: string) {
