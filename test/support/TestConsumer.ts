@@ -1,6 +1,7 @@
 /**
  * Shared pieces for consumer tests: registering a consumer name (what a migration does for a real
- * one), a deterministic fan-out, and the exactly-once check.
+ * one), a deterministic fan-out (in TypeScript, and the same in SQL for the one-statement round),
+ * and the exactly-once check.
  */
 import { assert } from "@effect/vitest"
 import { Effect } from "effect"
@@ -25,6 +26,14 @@ export const fanOutJobs = (events: ReadonlyArray<Event>, receivers: number): Rea
       args: { seq: e.seq.toString(), receiver: `r${r}` },
     })),
   )
+
+/** `fanOutJobs` as the `wanted` CTE of a `StatementRound.StatementFanOut`: the same jobs, from `ev`. */
+export const wantedCte = (sql: SqlClient.SqlClient, receivers: number) => sql`
+  wanted AS (
+    SELECT e.seq, 'r' || r.i AS receiver, 'test.deliver'::text AS kind, NULL::text AS queue,
+           jsonb_build_object('seq', e.seq::text, 'receiver', 'r' || r.i) AS args, NULL::int AS max_attempts
+    FROM ev AS e CROSS JOIN generate_series(0, ${receivers - 1}::int) AS r(i)
+  )`
 
 export const cursor = (name: string) =>
   Effect.flatMap(
