@@ -67,8 +67,95 @@ interface Session {
   readonly lost: Deferred.Deferred<never, SqlError>
 }
 
+/** The process's subscriptions and its connection while it is live. */
+interface Registry {
+  readonly handlers: Map<string, Set<Handler>>
+  live: Session | undefined
+  /**
+   * Held by a subscription while it adds its channel, and by a connect from its LISTENs to its
+   * wake-ups: so no channel is added in between, unlistened and unwoken.
+   */
+  readonly turn: Semaphore.Semaphore
+}
+
 /** PostgreSQL's limit for a channel name (NAMEDATALEN - 1 bytes). */
 const maxChannelBytes = 63
+
+const dispatch = (registry: Registry, channel: string, wake: Wake) =>
+  Effect.forEach(registry.handlers.get(channel) ?? [], (h) => h(wake), { discard: true })
+
+/** LISTENs on `channel` in `session` and reads its queue there; a failure ends the session. */
+const listen = (registry: Registry, session: Session, channel: string) =>
+  session.connection.listen(channel).pipe(
+    Scope.provide(session.scope),
+    Effect.tapError((error) => Deferred.fail(session.lost, error)),
+    Effect.flatMap((queue) =>
+      Queue.take(queue).pipe(
+        Effect.flatMap((n) => dispatch(registry, channel, { _tag: "Notified", payload: n.payload })),
+        Effect.forever,
+        Effect.catchCause((cause) => Deferred.failCause(session.lost, cause)),
+        Effect.forkIn(session.scope),
+      ),
+    ),
+    Effect.andThen(Effect.sync(() => session.listening.add(channel))),
+  )
+
+/** One connection, from connect to loss: LISTEN on every channel subscribed, wake every subscriber, deliver. */
+const session = (registry: Registry, config: PgClient.PgClientConfig) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const socket = yield* PgConnection.make({ ...config, applicationName: "bothy-listen" })
+      // Every LISTEN shares this one pinned connection (re-pinning a pinned view is a no-op;
+      // listening on the bare connection would queue each channel behind the previous pin).
+      const connection = yield* socket.pin
+      const current: Session = {
+        connection,
+        scope: yield* Effect.scope,
+        listening: new Set(),
+        lost: yield* Deferred.make<never, SqlError>(),
+      }
+      yield* registry.turn.withPermit(
+        Effect.gen(function* () {
+          const channels = Array.from(registry.handlers.keys())
+          yield* Effect.forEach(channels, (c) => listen(registry, current, c), { discard: true })
+          registry.live = current
+          yield* Effect.forEach(channels, (c) => dispatch(registry, c, { _tag: "Connected" }), { discard: true })
+        }),
+      )
+      // The first failure (the connection died) ends the session, which then counts as a
+      // success: the next connect is immediate, and backoff applies only to connects that fail.
+      yield* Deferred.await(current.lost).pipe(
+        Effect.catchCause((cause) => logLoss("LISTEN connection lost; reconnecting", cause)),
+        Effect.ensuring(Effect.sync(() => (registry.live = undefined))),
+      )
+    }),
+  )
+
+/** Adds a subscriber (in its turn); while connected, LISTENs on its channel if nobody did yet, then wakes it. */
+const add = (registry: Registry, channel: string, handler: Handler) =>
+  Effect.suspend(() => {
+    if (new TextEncoder().encode(channel).byteLength > maxChannelBytes) {
+      return Effect.die(`NotificationStream: channel "${channel}" is longer than ${maxChannelBytes} bytes`)
+    }
+    const subscribers = registry.handlers.get(channel) ?? new Set()
+    registry.handlers.set(channel, subscribers)
+    subscribers.add(handler)
+    const current = registry.live
+    if (current === undefined) return Effect.void
+    return (current.listening.has(channel) ? Effect.void : listen(registry, current, channel)).pipe(
+      Effect.andThen(handler({ _tag: "Connected" })),
+      // The connection failed under the LISTEN: the next one listens and wakes the handler.
+      Effect.catch(() => Effect.void),
+    )
+  })
+
+const remove = (registry: Registry, channel: string, handler: Handler) =>
+  Effect.sync(() => {
+    const subscribers = registry.handlers.get(channel)
+    subscribers?.delete(handler)
+    // The session keeps listening; the next one no longer does.
+    if (subscribers?.size === 0) registry.handlers.delete(channel)
+  })
 
 export class NotificationStream extends Context.Service<
   NotificationStream,
@@ -94,61 +181,8 @@ export class NotificationStream extends Context.Service<
       NotificationStream,
       Effect.gen(function* () {
         const pg = yield* PgClient.PgClient
-        const handlers = new Map<string, Set<Handler>>()
-        // Held by a subscription while it adds its channel, and by a connect while it listens on
-        // every channel: so no channel is added between a connect's LISTENs and its wake-ups.
-        const turn = yield* Semaphore.make(1)
-        let live: Session | undefined
-
-        const dispatch = (channel: string, wake: Wake) =>
-          Effect.forEach(handlers.get(channel) ?? [], (h) => h(wake), { discard: true })
-
-        /** LISTENs on `channel` in `session` and reads its queue there; a failure ends the session. */
-        const listen = (session: Session, channel: string) =>
-          session.connection.listen(channel).pipe(
-            Scope.provide(session.scope),
-            Effect.tapError((error) => Deferred.fail(session.lost, error)),
-            Effect.flatMap((queue) =>
-              Queue.take(queue).pipe(
-                Effect.flatMap((n) => dispatch(channel, { _tag: "Notified", payload: n.payload })),
-                Effect.forever,
-                Effect.catchCause((cause) => Deferred.failCause(session.lost, cause)),
-                Effect.forkIn(session.scope),
-              ),
-            ),
-            Effect.andThen(Effect.sync(() => session.listening.add(channel))),
-          )
-
-        const session = Effect.scoped(
-          Effect.gen(function* () {
-            const socket = yield* PgConnection.make({ ...pg.config, applicationName: "bothy-listen" })
-            // Every LISTEN shares this one pinned connection (re-pinning a pinned view is a no-op;
-            // listening on the bare connection would queue each channel behind the previous pin).
-            const connection = yield* socket.pin
-            const current: Session = {
-              connection,
-              scope: yield* Effect.scope,
-              listening: new Set(),
-              lost: yield* Deferred.make<never, SqlError>(),
-            }
-            yield* turn.withPermit(
-              Effect.gen(function* () {
-                const channels = Array.from(handlers.keys())
-                yield* Effect.forEach(channels, (c) => listen(current, c), { discard: true })
-                live = current
-                yield* Effect.forEach(channels, (c) => dispatch(c, { _tag: "Connected" }), { discard: true })
-              }),
-            )
-            // The first failure (the connection died) ends the session, which then counts as a
-            // success: the next connect is immediate, and backoff applies only to connects that fail.
-            yield* Deferred.await(current.lost).pipe(
-              Effect.catchCause((cause) => logLoss("LISTEN connection lost; reconnecting", cause)),
-              Effect.ensuring(Effect.sync(() => (live = undefined))),
-            )
-          }),
-        )
-
-        yield* session.pipe(
+        const registry: Registry = { handlers: new Map(), live: undefined, turn: yield* Semaphore.make(1) }
+        yield* session(registry, pg.config).pipe(
           Effect.tapCause((cause) => logLoss("LISTEN connection failed", cause)),
           Effect.retry(
             Schedule.min([Schedule.exponential(reconnect.base), Schedule.spaced(reconnect.cap)]).pipe(
@@ -158,39 +192,15 @@ export class NotificationStream extends Context.Service<
           Effect.forever,
           Effect.forkScoped,
         )
-
-        const add = (channel: string, handler: Handler) =>
-          Effect.suspend(() => {
-            if (new TextEncoder().encode(channel).byteLength > maxChannelBytes) {
-              return Effect.die(`NotificationStream: channel "${channel}" is longer than ${maxChannelBytes} bytes`)
-            }
-            const subscribers = handlers.get(channel) ?? new Set()
-            handlers.set(channel, subscribers)
-            subscribers.add(handler)
-            const current = live
-            if (current === undefined) return Effect.void
-            return (current.listening.has(channel) ? Effect.void : listen(current, channel)).pipe(
-              Effect.andThen(handler({ _tag: "Connected" })),
-              // The connection failed under the LISTEN: the next one listens and wakes the handler.
-              Effect.catch(() => Effect.void),
-            )
-          })
-
-        const subscribe = (channel: string, handler: Handler) =>
-          Effect.acquireRelease(turn.withPermit(add(channel, handler)), () =>
-            Effect.sync(() => {
-              const subscribers = handlers.get(channel)
-              subscribers?.delete(handler)
-              // The session keeps listening; the next one no longer does.
-              if (subscribers?.size === 0) handlers.delete(channel)
-            }),
-          )
-
-        const backendPid = Effect.sync(() =>
-          live === undefined ? Option.none<number>() : Option.some(live.connection.processId),
-        )
-
-        return NotificationStream.of({ subscribe, backendPid })
+        return NotificationStream.of({
+          subscribe: (channel, handler) =>
+            Effect.acquireRelease(registry.turn.withPermit(add(registry, channel, handler)), () =>
+              remove(registry, channel, handler),
+            ),
+          backendPid: Effect.sync(() =>
+            registry.live === undefined ? Option.none() : Option.some(registry.live.connection.processId),
+          ),
+        })
       }),
     )
 }
