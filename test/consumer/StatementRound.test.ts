@@ -1,6 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Layer, Metric, Queue, Ref } from "effect"
+import { Effect, Layer, Metric, Queue, Ref } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import type { LostRange, RoundOutcome } from "../../src/consumer/ConsumerRound.ts"
@@ -61,6 +61,16 @@ const appendMany = (n: number) =>
     return (yield* log.head).seq
   })
 
+/** A registered test consumer with `events` events after its cursor, and its statement round. */
+const consumerWith = (name: string, events: number, batchSize: number) =>
+  Effect.gen(function* () {
+    yield* effectsTable
+    yield* TestConsumer.register(name)
+    const start = yield* TestConsumer.cursor(name)
+    const head = yield* appendMany(events)
+    return { start, head, statement: StatementRound.make({ name, batchSize, fanOut: fanOut(name) }) }
+  })
+
 /** Rounds until one is not a full batch; their outcomes. */
 const rounds = <E, R>(round: Effect.Effect<RoundOutcome | undefined, E, R>) =>
   Effect.gen(function* () {
@@ -106,15 +116,11 @@ layer(Live, { excludeTestServices: true })("Statement round", (it) => {
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const pg = yield* PgClient.PgClient
-        yield* effectsTable
         const name = "statement"
         const twin = "statement_twin"
-        yield* TestConsumer.register(name)
         yield* TestConsumer.register(twin)
-        const start = yield* TestConsumer.cursor(name)
         const told = yield* pg.listen(channel)
-        const head = yield* appendMany(25)
-        const round = StatementRound.make({ name, batchSize: 10, fanOut: fanOut(name) })
+        const { start, head, statement: round } = yield* consumerWith(name, 25, 10)
 
         const outcomes = yield* rounds(round)
         assert.deepStrictEqual(
@@ -178,12 +184,8 @@ layer(Live, { excludeTestServices: true })("Statement round", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        yield* effectsTable
         const name = "statement_hole"
-        yield* TestConsumer.register(name)
-        const start = yield* TestConsumer.cursor(name)
-        const head = yield* appendMany(10)
-        const statement = StatementRound.make({ name, batchSize: 100, fanOut: fanOut(name) })
+        const { start, head, statement } = yield* consumerWith(name, 10, 100)
         const jobCount = Effect.map(jobsOf(name), (jobs) => jobs.length)
 
         // Retention removes events; here rows go directly.
@@ -222,30 +224,12 @@ layer(Live, { excludeTestServices: true })("Statement round", (it) => {
     "StatementRoundLocked: a held cursor row makes the statement round return Locked at once, writing nothing",
     () =>
       Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        yield* effectsTable
         const name = "statement_locked"
-        yield* TestConsumer.register(name)
-        const start = yield* TestConsumer.cursor(name)
-        yield* appendMany(5)
-        const statement = StatementRound.make({ name, batchSize: 100, fanOut: fanOut(name) })
-        const locked = yield* Deferred.make<void>()
-        const release = yield* Deferred.make<void>()
-        // Another pooled connection holds the row: this fiber's statements are outside its transaction.
-        const holder = yield* sql
-          .withTransaction(
-            Effect.gen(function* () {
-              yield* sql`SELECT 1 FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE`
-              yield* Deferred.succeed(locked, undefined)
-              yield* Deferred.await(release)
-            }),
-          )
-          .pipe(Effect.forkChild)
-        yield* Deferred.await(locked)
+        const { start, statement } = yield* consumerWith(name, 5, 100)
+        const holder = yield* TestConsumer.holdCursor(name)
         assert.deepStrictEqual(yield* statement, { _tag: "Locked" })
-        assert.isFalse(yield* Deferred.isDone(release), "it returned while the row was held")
-        yield* Deferred.succeed(release, undefined)
-        yield* Fiber.join(holder)
+        assert.isTrue(yield* holder.held, "it returned while the row was held")
+        yield* holder.release
         assert.strictEqual(yield* TestConsumer.cursor(name), start)
         assert.strictEqual((yield* jobsOf(name)).length, 0, "nothing written")
         assert.strictEqual((yield* statement)?._tag, "Processed", "free again once released")
