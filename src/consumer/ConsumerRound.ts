@@ -16,7 +16,7 @@
  * second finds the row locked and ends at once, without waiting and without writing.
  */
 import { type Array as Arr, Data, Effect, Option, type Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { type InvalidJob, Jobs } from "../jobs/Jobs.ts"
 import type { Event } from "../log/Event.ts"
@@ -68,8 +68,9 @@ export interface RoundOptions<E, R> {
   readonly onLoss: (lost: LostRange) => Effect.Effect<void, E, R>
   /**
    * For a consumer whose fan-out SQL can do alone: the whole round as one autocommitted statement
-   * (one round trip instead of four), with the same outcome and the same jobs as the round below.
-   * `undefined` when it cannot (events lost from the log): the transactional round runs instead.
+   * (one round trip instead of four), with the same outcome and the same jobs as the round below:
+   * `StatementRound.make` with the consumer's fan-out as SQL. `undefined` when it cannot (events
+   * lost from the log): the transactional round runs instead.
    */
   readonly oneStatement?: (round: {
     readonly name: string
@@ -80,7 +81,19 @@ export interface RoundOptions<E, R> {
 /** Ends a round that wrote nothing by rolling its transaction back. */
 class NothingToCommit extends Data.TaggedError("NothingToCommit")<{ readonly outcome: RoundOutcome }> {}
 
+/**
+ * A round's job is unique per consumer, event and receiver: `consumer:seq:receiver`. The format's
+ * one definition, as text here and in SQL (`uniqueKeySql`, for `StatementRound`) below it.
+ */
 export const uniqueKey = (consumer: string, seq: bigint, receiver: string) => `${consumer}:${seq}:${receiver}`
+
+/** `uniqueKey` as an SQL expression over the columns (or values) `seq` and `receiver`. */
+export const uniqueKeySql = (
+  sql: SqlClient.SqlClient,
+  consumer: string,
+  seq: Statement.Fragment,
+  receiver: Statement.Fragment,
+) => sql`(${consumer}::text || ':' || ${seq} || ':' || ${receiver})`
 
 /** Builds the round of one consumer. */
 export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, R>) {

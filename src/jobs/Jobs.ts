@@ -4,7 +4,9 @@
  * does the `pg_notify('jobs', queue)` that wakes workers on commit.
  *
  * A batch is one statement, however many rows, passed as one typed array per column. Rows with a `uniqueKey` that already exists are
- * skipped (`ON CONFLICT DO NOTHING`) and counted in `bothy.jobs.insert.suppressed`.
+ * skipped (`ON CONFLICT DO NOTHING`) and counted in `bothy.jobs.insert.suppressed`. The same insert,
+ * as CTEs (`insertCtes`), lets a statement of another part create jobs from its own rows (a
+ * consumer's one-statement round): one INSERT, one unique key rule, one NOTIFY, all here.
  *
  * Every row is validated before the statement, so one bad row inserts nothing: an `InvalidJob`
  * names the row and the field (`kind`, `args.to[2]`), including text PostgreSQL cannot hold (NUL,
@@ -28,6 +30,37 @@ import * as JobMetrics from "./JobMetrics.ts"
 export const isLive = (sql: SqlClient.SqlClient, id: bigint | Statement.Fragment) => sql`EXISTS (
   SELECT 1 FROM jobs AS live WHERE live.id = ${id} AND live.state IN ('available', 'scheduled', 'running', 'retryable')
 )`
+
+/**
+ * The job insert as CTEs of a caller's statement (`Jobs.insert`, a consumer's one-statement round):
+ * `jobs_inserted` inserts `rows`, a subquery or CTE with the columns kind, queue, args (jsonb),
+ * priority, max_attempts, scheduled_at, unique_key and trace_parent (a NULL takes the default),
+ * skipping rows whose unique key exists; `jobs_woken` sends the `jobs` NOTIFY of each queue that got
+ * a row, at commit. Nothing here validates `rows`: that is the caller's part (`insert` decodes every
+ * row first). The statement's final SELECT must list `insertCounts`, which is what makes
+ * `jobs_woken` run (a SELECT in WITH runs only as far as the statement reads it).
+ */
+export const insertCtes = (sql: SqlClient.SqlClient, rows: Statement.Fragment) => sql`
+  jobs_inserted AS (
+    INSERT INTO jobs (kind, queue, args, priority, max_attempts, scheduled_at, state, unique_key, trace_parent)
+    SELECT r.kind, coalesce(r.queue, 'default'), r.args, coalesce(r.priority, 1), coalesce(r.max_attempts, 25),
+           coalesce(r.scheduled_at, clock_timestamp()),
+           CASE WHEN r.scheduled_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END::job_state,
+           r.unique_key, r.trace_parent
+    FROM ${rows} AS r
+    ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
+    RETURNING queue
+  ), jobs_woken AS MATERIALIZED (
+    SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
+  )`
+
+/** The columns `inserted` and `woken` (queues notified) for the final SELECT of a statement with `insertCtes`. */
+export const insertCounts = (sql: SqlClient.SqlClient) =>
+  sql`(SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken`
+
+/** Counts rows an insert skipped for an existing unique key (`bothy.jobs.insert.suppressed`). */
+export const countSuppressed = (suppressed: number) =>
+  suppressed > 0 ? Metric.update(JobMetrics.insertSuppressed, suppressed) : Effect.void
 
 /** How deep arrays and objects may nest in a job's args. */
 export const maxArgsDepth = 64
@@ -122,24 +155,22 @@ export class Jobs extends Context.Service<
         const valid = yield* validate(jobs)
         const also = alongside === undefined ? sql.literal("") : sql`, alongside AS (${alongside})`
         const [row] = yield* sql<{ inserted: number }>`
-          WITH ins AS (
-            INSERT INTO jobs (kind, queue, args, priority, max_attempts, scheduled_at, state, unique_key, trace_parent)
-            SELECT k, coalesce(q, 'default'), a::jsonb, coalesce(p, 1), coalesce(m, 25), coalesce(s, clock_timestamp()),
-                   CASE WHEN s > clock_timestamp() THEN 'scheduled' ELSE 'available' END::job_state, u, t
-            FROM unnest(${column(valid, (j) => j.kind)}::text[], ${column(valid, (j: JobInsert) => j.queue)}::text[],
-                        ${column(valid, (j) => JSON.stringify(j.args))}::text[],
-                        ${column(valid, (j) => j.priority)}::int2[], ${column(valid, (j: JobInsert) => j.maxAttempts)}::int4[],
-                        ${column(valid, (j) => j.scheduledAt)}::timestamptz[], ${column(valid, (j: JobInsert) => j.uniqueKey)}::text[],
-                        ${column(valid, (j) => j.traceParent)}::text[]) AS r(k, q, a, p, m, s, u, t)
-            ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-            RETURNING queue
-          ), wake AS MATERIALIZED (
-            SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM ins) AS queues
-          )${also}
-          SELECT (SELECT count(*) FROM ins)::int AS inserted, (SELECT count(*) FROM wake)::int AS woken`
+          WITH ${insertCtes(
+            sql,
+            sql`(
+              SELECT k AS kind, q AS queue, a::jsonb AS args, p AS priority, m AS max_attempts, s AS scheduled_at,
+                     u AS unique_key, t AS trace_parent
+              FROM unnest(${column(valid, (j) => j.kind)}::text[], ${column(valid, (j: JobInsert) => j.queue)}::text[],
+                          ${column(valid, (j) => JSON.stringify(j.args))}::text[],
+                          ${column(valid, (j) => j.priority)}::int2[], ${column(valid, (j: JobInsert) => j.maxAttempts)}::int4[],
+                          ${column(valid, (j) => j.scheduledAt)}::timestamptz[], ${column(valid, (j: JobInsert) => j.uniqueKey)}::text[],
+                          ${column(valid, (j) => j.traceParent)}::text[]) AS r(k, q, a, p, m, s, u, t)
+            )`,
+          )}${also}
+          SELECT ${insertCounts(sql)}`
         const inserted = row!.inserted
         const suppressed = jobs.length - inserted
-        if (suppressed > 0) yield* Metric.update(JobMetrics.insertSuppressed, suppressed)
+        yield* countSuppressed(suppressed)
         return { inserted, suppressed }
       })
 

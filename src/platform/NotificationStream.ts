@@ -1,15 +1,34 @@
 /**
- * One LISTEN connection per process, shared by every consumer and job worker.
+ * One LISTEN connection per process, shared by every consumer and job worker; it listens on the
+ * channels its subscribers name, each from its first subscription on.
  *
  * NOTIFY is only a wake-up: a notification sent while nobody listens is lost, and a LISTEN
  * connection can die silently. So subscribers are woken both by notifications and by every
  * (re)connect, after which they catch up from their durable state; their poll interval covers the
  * rest. A lost connection is re-established with capped exponential backoff.
  *
- *   connect -> LISTEN every channel -> wake every subscriber -> deliver ... -> lost -> backoff -> connect
+ *   connect -> LISTEN every subscribed channel -> wake every subscriber -> deliver ... -> lost -> backoff -> connect
+ *
+ * No lost wake-up between a subscription and its LISTEN: subscriptions and connects take turns
+ * (one lock). A subscription while connected returns once its channel is listened to (LISTEN is
+ * confirmed), and only then wakes its subscriber with `Connected`; one while disconnected returns
+ * at once, and the next connect listens on its channel before it wakes every subscriber.
  */
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import { Cause, Context, type Duration, Effect, Layer, Option, Queue, Ref, Schedule, type Scope } from "effect"
+import {
+  Cause,
+  Context,
+  Deferred,
+  type Duration,
+  Effect,
+  Layer,
+  Option,
+  Queue,
+  Schedule,
+  Scope,
+  Semaphore,
+} from "effect"
+import type { SqlError } from "effect/sql/SqlError"
 
 export type Wake =
   /** A notification on the channel, with its payload. */
@@ -38,12 +57,113 @@ const reasons = (error: unknown): string => {
   return seen.join(": ") || String(error)
 }
 
+/** A live connection: its channels and how it ends. */
+interface Session {
+  readonly connection: PgConnection.PgConnection
+  /** Where the LISTEN queues and their readers live: closed with the connection. */
+  readonly scope: Scope.Scope
+  readonly listening: Set<string>
+  /** Fails when a queue fails or a LISTEN does: the connection is gone. */
+  readonly lost: Deferred.Deferred<never, SqlError>
+}
+
+/** The process's subscriptions and its connection while it is live. */
+interface Registry {
+  readonly handlers: Map<string, Set<Handler>>
+  live: Session | undefined
+  /**
+   * Held by a subscription while it adds its channel, and by a connect from its LISTENs to its
+   * wake-ups: so no channel is added in between, unlistened and unwoken.
+   */
+  readonly turn: Semaphore.Semaphore
+}
+
+/** PostgreSQL's limit for a channel name (NAMEDATALEN - 1 bytes). */
+const maxChannelBytes = 63
+
+const dispatch = (registry: Registry, channel: string, wake: Wake) =>
+  Effect.forEach(registry.handlers.get(channel) ?? [], (h) => h(wake), { discard: true })
+
+/** LISTENs on `channel` in `session` and reads its queue there; a failure ends the session. */
+const listen = (registry: Registry, session: Session, channel: string) =>
+  session.connection.listen(channel).pipe(
+    Scope.provide(session.scope),
+    Effect.tapError((error) => Deferred.fail(session.lost, error)),
+    Effect.flatMap((queue) =>
+      Queue.take(queue).pipe(
+        Effect.flatMap((n) => dispatch(registry, channel, { _tag: "Notified", payload: n.payload })),
+        Effect.forever,
+        Effect.catchCause((cause) => Deferred.failCause(session.lost, cause)),
+        Effect.forkIn(session.scope),
+      ),
+    ),
+    Effect.andThen(Effect.sync(() => session.listening.add(channel))),
+  )
+
+/** One connection, from connect to loss: LISTEN on every channel subscribed, wake every subscriber, deliver. */
+const session = (registry: Registry, config: PgClient.PgClientConfig) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const socket = yield* PgConnection.make({ ...config, applicationName: "bothy-listen" })
+      // Every LISTEN shares this one pinned connection (re-pinning a pinned view is a no-op;
+      // listening on the bare connection would queue each channel behind the previous pin).
+      const connection = yield* socket.pin
+      const current: Session = {
+        connection,
+        scope: yield* Effect.scope,
+        listening: new Set(),
+        lost: yield* Deferred.make<never, SqlError>(),
+      }
+      yield* registry.turn.withPermit(
+        Effect.gen(function* () {
+          const channels = Array.from(registry.handlers.keys())
+          yield* Effect.forEach(channels, (c) => listen(registry, current, c), { discard: true })
+          registry.live = current
+          yield* Effect.forEach(channels, (c) => dispatch(registry, c, { _tag: "Connected" }), { discard: true })
+        }),
+      )
+      // The first failure (the connection died) ends the session, which then counts as a
+      // success: the next connect is immediate, and backoff applies only to connects that fail.
+      yield* Deferred.await(current.lost).pipe(
+        Effect.catchCause((cause) => logLoss("LISTEN connection lost; reconnecting", cause)),
+        Effect.ensuring(Effect.sync(() => (registry.live = undefined))),
+      )
+    }),
+  )
+
+/** Adds a subscriber (in its turn); while connected, LISTENs on its channel if nobody did yet, then wakes it. */
+const add = (registry: Registry, channel: string, handler: Handler) =>
+  Effect.suspend(() => {
+    if (new TextEncoder().encode(channel).byteLength > maxChannelBytes) {
+      return Effect.die(`NotificationStream: channel "${channel}" is longer than ${maxChannelBytes} bytes`)
+    }
+    const subscribers = registry.handlers.get(channel) ?? new Set()
+    registry.handlers.set(channel, subscribers)
+    subscribers.add(handler)
+    const current = registry.live
+    if (current === undefined) return Effect.void
+    return (current.listening.has(channel) ? Effect.void : listen(registry, current, channel)).pipe(
+      Effect.andThen(handler({ _tag: "Connected" })),
+      // The connection failed under the LISTEN: the next one listens and wakes the handler.
+      Effect.catch(() => Effect.void),
+    )
+  })
+
+const remove = (registry: Registry, channel: string, handler: Handler) =>
+  Effect.sync(() => {
+    const subscribers = registry.handlers.get(channel)
+    subscribers?.delete(handler)
+    // The session keeps listening; the next one no longer does.
+    if (subscribers?.size === 0) registry.handlers.delete(channel)
+  })
+
 export class NotificationStream extends Context.Service<
   NotificationStream,
   {
     /**
      * Calls `handler` for each notification on `channel` and after each (re)connect, for the
-     * lifetime of the scope; a subscriber that arrives while connected gets `Connected` at once.
+     * lifetime of the scope. A subscriber that arrives while connected gets `Connected` once its
+     * channel is listened to, before this returns: a NOTIFY sent after it returns reaches it.
      * Handlers must not block: offer to a sliding queue and return.
      */
     readonly subscribe: (channel: string, handler: Handler) => Effect.Effect<void, never, Scope.Scope>
@@ -51,9 +171,7 @@ export class NotificationStream extends Context.Service<
     readonly backendPid: Effect.Effect<Option.Option<number>>
   }
 >()("bothy/NotificationStream") {
-  /** Listens on `channels` (fixed for the process: LISTEN happens on connect). */
   static readonly layer = (
-    channels: ReadonlyArray<string> = ["event_log", "jobs", "webhook_drains"],
     reconnect: { readonly base: Duration.Input; readonly cap: Duration.Input } = {
       base: "50 millis",
       cap: "5 seconds",
@@ -63,38 +181,8 @@ export class NotificationStream extends Context.Service<
       NotificationStream,
       Effect.gen(function* () {
         const pg = yield* PgClient.PgClient
-        const handlers = new Map<string, Set<Handler>>(channels.map((c) => [c, new Set()]))
-        const pid = yield* Ref.make(Option.none<number>())
-
-        const dispatch = (channel: string, wake: Wake) =>
-          Effect.forEach(handlers.get(channel) ?? [], (h) => h(wake), { discard: true })
-
-        const session = Effect.scoped(
-          Effect.gen(function* () {
-            const socket = yield* PgConnection.make({ ...pg.config, applicationName: "bothy-listen" })
-            // Every LISTEN shares this one pinned connection (re-pinning a pinned view is a no-op;
-            // listening on the bare connection would queue each channel behind the previous pin).
-            const connection = yield* socket.pin
-            const queues = yield* Effect.forEach(channels, (c) =>
-              Effect.map(connection.listen(c), (q) => [c, q] as const),
-            )
-            yield* Ref.set(pid, Option.some(connection.processId))
-            yield* Effect.forEach(channels, (c) => dispatch(c, { _tag: "Connected" }), { discard: true })
-            // Each channel drains its own queue; the first failure (the connection died) ends the
-            // session, which then counts as a success: the next connect is immediate, and backoff
-            // applies only to connects that fail.
-            yield* Effect.raceAll(
-              queues.map(([channel, queue]) =>
-                Queue.take(queue).pipe(
-                  Effect.flatMap((n) => dispatch(channel, { _tag: "Notified", payload: n.payload })),
-                  Effect.forever,
-                ),
-              ),
-            ).pipe(Effect.catchCause((cause) => logLoss("LISTEN connection lost; reconnecting", cause)))
-          }).pipe(Effect.ensuring(Ref.set(pid, Option.none()))),
-        )
-
-        yield* session.pipe(
+        const registry: Registry = { handlers: new Map(), live: undefined, turn: yield* Semaphore.make(1) }
+        yield* session(registry, pg.config).pipe(
           Effect.tapCause((cause) => logLoss("LISTEN connection failed", cause)),
           Effect.retry(
             Schedule.min([Schedule.exponential(reconnect.base), Schedule.spaced(reconnect.cap)]).pipe(
@@ -104,21 +192,15 @@ export class NotificationStream extends Context.Service<
           Effect.forever,
           Effect.forkScoped,
         )
-
-        const subscribe = (channel: string, handler: Handler) =>
-          Effect.acquireRelease(
-            Effect.suspend(() => {
-              const set = handlers.get(channel)
-              if (set === undefined) return Effect.die(`NotificationStream does not listen on "${channel}"`)
-              set.add(handler)
-              return Effect.flatMap(Ref.get(pid), (p) =>
-                Option.isSome(p) ? handler({ _tag: "Connected" }) : Effect.void,
-              )
-            }),
-            () => Effect.sync(() => handlers.get(channel)?.delete(handler)),
-          )
-
-        return NotificationStream.of({ subscribe, backendPid: Ref.get(pid) })
+        return NotificationStream.of({
+          subscribe: (channel, handler) =>
+            Effect.acquireRelease(registry.turn.withPermit(add(registry, channel, handler)), () =>
+              remove(registry, channel, handler),
+            ),
+          backendPid: Effect.sync(() =>
+            registry.live === undefined ? Option.none() : Option.some(registry.live.connection.processId),
+          ),
+        })
       }),
     )
 }

@@ -19,12 +19,11 @@
  * Loss: when events after the cursor left the log before the round read them, every active
  * subscription that began before the end of the lost range is disabled with cause `gap`.
  */
-import { type Array as Arr, type Duration, Effect, Metric } from "effect"
+import { type Array as Arr, type Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import type { SqlError } from "effect/sql/SqlError"
 import * as Consumer from "../consumer/Consumer.ts"
-import type { FanOutJob, LostRange, RoundOutcome } from "../consumer/ConsumerRound.ts"
-import * as JobMetrics from "../jobs/JobMetrics.ts"
+import type { FanOutJob, LostRange } from "../consumer/ConsumerRound.ts"
+import * as StatementRound from "../consumer/StatementRound.ts"
 import type { Event } from "../log/Event.ts"
 import { deliverKind, drainJob, maxAttempts, queue } from "./DrainJob.ts"
 import { heldCtes, lockedCte } from "./DrainSlot.ts"
@@ -107,96 +106,19 @@ export const makeFanOut = (options: FanOutOptions) =>
 export const fanOut = makeFanOut({ skipHeld: true })
 
 /**
- * The whole round as one autocommitted statement, so the round costs one round trip instead of
- * four: lock the cursor row (FOR UPDATE SKIP LOCKED), read the batch and the head, and, when the
- * batch follows the cursor without a hole and nothing is missing up to the head, create the
- * deliveries, the drain jobs (as `ConsumerRound` would: same unique key, same NOTIFY) and move the
- * cursor. Anything else (events lost from the log, whose loss handler runs in the round's
- * transaction) is left to the transactional round: `undefined`.
- *
- * A statement that writes nothing but its row lock commits without waiting for the WAL flush.
+ * The fan-out as SQL, for the one-statement round (`StatementRound`): after `ev`, the deliveries,
+ * the drain rows and the nudges of live drainers, as in `makeFanOut`, and `wanted`, the drain job of
+ * each subscription that got deliveries (unless a live drainer holds its slot), as `drainJob` has it.
  */
-export const makeStatementRound =
-  (options: FanOutOptions) =>
-  (round: {
-    readonly name: string
-    readonly batchSize: number
-  }): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const rows = yield* sql<{
-        after: bigint
-        head: bigint
-        headEpoch: number
-        events: number
-        toSeq: bigint | null
-        full: boolean
-        nextOccurredAt: Date | null
-        ok: boolean
-        wanted: number
-        inserted: number
-      }>`
-        WITH c AS MATERIALIZED (
-          SELECT last_seq FROM event_consumer_cursors WHERE name = ${round.name} FOR UPDATE SKIP LOCKED
-        ), read AS MATERIALIZED (
-          SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent,
-                 row_number() OVER (ORDER BY e.seq) AS n
-          FROM c CROSS JOIN LATERAL (
-            SELECT seq, space_id, type, epoch, occurred_at, trace_parent FROM event_log
-            WHERE seq > c.last_seq ORDER BY seq LIMIT ${round.batchSize + 1}
-          ) AS e
-        ), pos AS MATERIALIZED (
-          SELECT c.last_seq AS after, h.value AS head, h.epoch AS head_epoch,
-                 (SELECT count(*) FROM read WHERE n <= ${round.batchSize})::int AS events,
-                 (SELECT max(seq) FROM read WHERE n <= ${round.batchSize}) AS to_seq,
-                 (SELECT count(*) FROM read) > ${round.batchSize} AS is_full,
-                 (SELECT occurred_at FROM read WHERE n = ${round.batchSize + 1}) AS next_occurred_at
-          FROM c CROSS JOIN event_seq AS h
-        ), go AS MATERIALIZED (
-          SELECT coalesce(events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
-        ), ev AS (
-          SELECT seq, space, type, epoch FROM read WHERE n <= ${round.batchSize} AND (SELECT ok FROM go)
-        ), ${deliveriesCtes(sql)}, ${heldCtes(sql)}, wanted AS (
-          SELECT sub, first FROM held WHERE NOT (${options.skipHeld} AND is_held)
-        ), created AS (
-          INSERT INTO jobs (kind, queue, args, max_attempts, unique_key, trace_parent)
-          SELECT ${deliverKind}, ${queue}, jsonb_build_object('subscription', w.sub::text), ${maxAttempts},
-                 ${round.name} || ':' || w.first || ':' || w.sub::text, r.trace_parent
-          FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.first
-          ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-          RETURNING id
-        ), wake AS MATERIALIZED (
-          SELECT pg_notify('jobs', ${queue}) FROM (SELECT 1 FROM created LIMIT 1) AS one
-        ), moved AS (
-          UPDATE event_consumer_cursors SET last_seq = (SELECT to_seq FROM pos), updated_at = clock_timestamp()
-          WHERE name = ${round.name} AND (SELECT ok FROM go)
-        ), unflushed AS MATERIALIZED (
-          SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
-        )
-        SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
-               p.next_occurred_at AS "nextOccurredAt", g.ok,
-               (SELECT count(*) FROM wanted)::int AS wanted, (SELECT count(*) FROM created)::int AS inserted,
-               (SELECT count(*) FROM wake) + (SELECT count(*) FROM unflushed) + (SELECT count(*) FROM nudged) AS side_effects
-        FROM pos AS p CROSS JOIN go AS g`
-      const row = rows[0]
-      if (row === undefined) return { _tag: "Locked" } as const
-      if (row.events === 0 && row.head === row.after) return { _tag: "CaughtUp", lastSeq: row.after } as const
-      if (!row.ok || row.toSeq === null) return undefined
-      const suppressed = row.wanted - row.inserted
-      if (suppressed > 0) yield* Metric.update(JobMetrics.insertSuppressed, suppressed)
-      return {
-        _tag: "Processed",
-        fromSeq: row.after + 1n,
-        toSeq: row.toSeq,
-        events: row.events,
-        jobs: row.inserted,
-        suppressed,
-        lost: [],
-        full: row.full,
-        head: { seq: row.head, epoch: row.headEpoch },
-        nextOccurredAt: row.nextOccurredAt ?? undefined,
-      } as const
-    }).pipe(Effect.withSpan("WebhookFanOut.statementRound"))
+export const statementFanOut = (options: FanOutOptions): StatementRound.StatementFanOut => ({
+  ctes: (sql) => sql`
+    ${deliveriesCtes(sql)}, ${heldCtes(sql)}, wanted AS (
+      SELECT first AS seq, sub::text AS receiver, ${deliverKind}::text AS kind, ${queue}::text AS queue,
+             jsonb_build_object('subscription', sub::text) AS args, ${maxAttempts}::int AS max_attempts
+      FROM held WHERE NOT (${options.skipHeld} AND is_held)
+    )`,
+  sideEffects: ["nudged"],
+})
 
 export const onLoss = (lost: LostRange) =>
   disableStartedBefore(lost.lastSeq).pipe(
@@ -215,7 +137,8 @@ export const roundOptions = (options: { readonly batchSize: number } & Partial<F
     name,
     batchSize: options.batchSize,
     fanOut: makeFanOut(fanOutOptions),
-    oneStatement: makeStatementRound(fanOutOptions),
+    oneStatement: (round: { readonly name: string; readonly batchSize: number }) =>
+      StatementRound.make({ ...round, fanOut: statementFanOut(fanOutOptions) }),
     onLoss,
   }
 }

@@ -152,7 +152,6 @@ layer(Live, { excludeTestServices: true })("Consumer round", (it) => {
   it.effect("ConsumerRoundLockedEndsAtOnce: a held cursor row makes the round return Locked without waiting", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const other = yield* otherClient
       const name = "locked"
       yield* TestConsumer.register(name)
       const start = yield* TestConsumer.cursor(name)
@@ -168,27 +167,15 @@ layer(Live, { excludeTestServices: true })("Consumer round", (it) => {
             TestConsumer.fanOutJobs(events, 1),
           ),
       })
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* other
-        .withTransaction(
-          Effect.gen(function* () {
-            yield* other`SELECT 1 FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE`
-            yield* Deferred.succeed(locked, undefined)
-            yield* Deferred.await(release)
-          }),
-        )
-        .pipe(Effect.forkChild)
-      yield* Deferred.await(locked)
+      const holder = yield* TestConsumer.holdCursor(name)
       const outcome = yield* round
       // It returned while the lock is still held: it did not wait for it.
-      assert.isFalse(yield* Deferred.isDone(release))
+      assert.isTrue(yield* holder.held)
       assert.deepStrictEqual(outcome, { _tag: "Locked" })
       assert.strictEqual(yield* Ref.get(fanOuts), 0, "no work")
       const [jobs] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM jobs WHERE unique_key LIKE ${`${name}:%`}`
       assert.strictEqual(jobs!.n, 0, "nothing written")
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.join(holder)
+      yield* holder.release
       assert.strictEqual(yield* TestConsumer.cursor(name), start)
       assert.strictEqual((yield* round)._tag, "Processed", "free again once released")
     }),

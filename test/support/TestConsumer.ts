@@ -1,9 +1,10 @@
 /**
  * Shared pieces for consumer tests: registering a consumer name (what a migration does for a real
- * one), a deterministic fan-out, and the exactly-once check.
+ * one), a deterministic fan-out (in TypeScript, and the same in SQL for the one-statement round),
+ * and the exactly-once check.
  */
 import { assert } from "@effect/vitest"
-import { Effect } from "effect"
+import { Deferred, Effect, Fiber } from "effect"
 import { SqlClient } from "effect/sql"
 import type { FanOutJob } from "../../src/consumer/ConsumerRound.ts"
 import type { Event } from "../../src/log/Event.ts"
@@ -25,6 +26,39 @@ export const fanOutJobs = (events: ReadonlyArray<Event>, receivers: number): Rea
       args: { seq: e.seq.toString(), receiver: `r${r}` },
     })),
   )
+
+/** `fanOutJobs` as the `wanted` CTE of a `StatementRound.StatementFanOut`: the same jobs, from `ev`. */
+export const wantedCte = (sql: SqlClient.SqlClient, receivers: number) => sql`
+  wanted AS (
+    SELECT e.seq, 'r' || r.i AS receiver, 'test.deliver'::text AS kind, NULL::text AS queue,
+           jsonb_build_object('seq', e.seq::text, 'receiver', 'r' || r.i) AS args, NULL::int AS max_attempts
+    FROM ev AS e CROSS JOIN generate_series(0, ${receivers - 1}::int) AS r(i)
+  )`
+
+/**
+ * Locks `name`'s cursor row in a transaction of another pooled connection (as another worker's round
+ * would) and returns once it is held; `release` ends that transaction.
+ */
+export const holdCursor = (name: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const locked = yield* Deferred.make<void>()
+    const release = yield* Deferred.make<void>()
+    const holder = yield* sql
+      .withTransaction(
+        Effect.gen(function* () {
+          yield* sql`SELECT 1 FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE`
+          yield* Deferred.succeed(locked, undefined)
+          yield* Deferred.await(release)
+        }),
+      )
+      .pipe(Effect.forkChild)
+    yield* Deferred.await(locked)
+    return {
+      held: Effect.map(Deferred.isDone(release), (done) => !done),
+      release: Deferred.succeed(release, undefined).pipe(Effect.andThen(Fiber.join(holder))),
+    }
+  })
 
 export const cursor = (name: string) =>
   Effect.flatMap(

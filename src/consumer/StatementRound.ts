@@ -1,0 +1,134 @@
+/**
+ * A consumer round as one autocommitted statement, for a consumer whose fan-out SQL can do alone:
+ * one round trip instead of the transactional round's four, with the same jobs, the same cursor
+ * move and the same outcome as `ConsumerRound`. The consumer gives only its fan-out, as CTEs; the
+ * framework writes the rest:
+ *
+ *   c         lock the cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> no row: Locked
+ *   read      the batch after last_seq, plus one event (is more waiting, and since when)
+ *   pos, go   the head; go = the batch follows the cursor without a hole and nothing is missing
+ *             up to the head
+ *   ev        the batch when go, else empty
+ *   ...       the fan-out's CTEs, ending in `wanted`
+ *   jobs_*    the jobs wanted, through `Jobs.insertCtes` (unique key: `ConsumerRound.uniqueKeySql`)
+ *   moved     the cursor to the batch's last seq when go
+ *   unflushed when not go: the statement wrote nothing but its row lock, so its commit need not
+ *             wait for the WAL flush
+ *
+ * When not go and events are waiting (events lost from the log, whose loss handler runs in the
+ * transactional round), the outcome is `undefined`: `ConsumerRound` runs the transactional round
+ * instead, and since nothing was written, it starts from the same cursor.
+ */
+import { Effect } from "effect"
+import { SqlClient, type Statement } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import * as Jobs from "../jobs/Jobs.ts"
+import { type RoundOutcome, uniqueKeySql } from "./ConsumerRound.ts"
+
+/**
+ * A consumer's fan-out as SQL. `ctes` follow `ev (seq bigint, space text, type text, epoch int,
+ * trace_parent text)`, the batch's events (empty when the round writes nothing), do the consumer's
+ * own writes, and end in `wanted (seq bigint, receiver text, kind text, queue text, args jsonb,
+ * max_attempts int)`: one row per job, for the event `seq` and the receiver `receiver` (its unique
+ * key's parts); a NULL queue or max_attempts takes the job default. The job gets the event's
+ * trace_parent, as in the transactional round. Parameters in a CTE's select list need a cast
+ * (`${kind}::text`): nothing else tells PostgreSQL their type.
+ */
+export interface StatementFanOut {
+  readonly ctes: (sql: SqlClient.SqlClient) => Statement.Fragment
+  /**
+   * The CTEs among `ctes` that are SELECTs run for a side effect (a `pg_notify`): PostgreSQL runs
+   * a SELECT in WITH only as far as the statement reads it, so the round reads these.
+   */
+  readonly sideEffects?: ReadonlyArray<string>
+}
+
+export interface StatementRoundOptions {
+  readonly name: string
+  readonly batchSize: number
+  readonly fanOut: StatementFanOut
+}
+
+interface Row {
+  readonly after: bigint
+  readonly head: bigint
+  readonly headEpoch: number
+  readonly events: number
+  readonly toSeq: bigint | null
+  readonly full: boolean
+  readonly nextOccurredAt: Date | null
+  readonly ok: boolean
+  readonly wanted: number
+  readonly inserted: number
+}
+
+/** The round's outcome from its row; `undefined` for the transactional round to take over. */
+const outcome = (row: Row | undefined): RoundOutcome | undefined => {
+  if (row === undefined) return { _tag: "Locked" }
+  if (row.events === 0 && row.head === row.after) return { _tag: "CaughtUp", lastSeq: row.after }
+  if (!row.ok || row.toSeq === null) return undefined
+  return {
+    _tag: "Processed",
+    fromSeq: row.after + 1n,
+    toSeq: row.toSeq,
+    events: row.events,
+    jobs: row.inserted,
+    suppressed: row.wanted - row.inserted,
+    lost: [],
+    full: row.full,
+    head: { seq: row.head, epoch: row.headEpoch },
+    nextOccurredAt: row.nextOccurredAt ?? undefined,
+  }
+}
+
+/** One round of `name` as one statement (see the module header). */
+export const make = (
+  options: StatementRoundOptions,
+): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const { name, batchSize, fanOut } = options
+    const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
+    const rows = yield* sql<Row>`
+      WITH c AS MATERIALIZED (
+        SELECT last_seq FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
+      ), read AS MATERIALIZED (
+        SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent,
+               row_number() OVER (ORDER BY e.seq) AS n
+        FROM c CROSS JOIN LATERAL (
+          SELECT seq, space_id, type, epoch, occurred_at, trace_parent FROM event_log
+          WHERE seq > c.last_seq ORDER BY seq LIMIT ${batchSize + 1}
+        ) AS e
+      ), pos AS MATERIALIZED (
+        SELECT c.last_seq AS after, h.value AS head, h.epoch AS head_epoch,
+               (SELECT count(*) FROM read WHERE n <= ${batchSize})::int AS events,
+               (SELECT max(seq) FROM read WHERE n <= ${batchSize}) AS to_seq,
+               (SELECT count(*) FROM read) > ${batchSize} AS is_full,
+               (SELECT occurred_at FROM read WHERE n = ${batchSize + 1}) AS next_occurred_at
+        FROM c CROSS JOIN event_seq AS h
+      ), go AS MATERIALIZED (
+        SELECT coalesce(events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
+      ), ev AS (
+        SELECT seq, space, type, epoch, trace_parent FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
+      ), ${fanOut.ctes(sql)}, ${Jobs.insertCtes(
+        sql,
+        sql`(
+          SELECT w.kind, w.queue, w.args, NULL::int2 AS priority, w.max_attempts, NULL::timestamptz AS scheduled_at,
+                 ${uniqueKeySql(sql, name, sql`w.seq`, sql`w.receiver`)} AS unique_key, r.trace_parent
+          FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.seq
+        )`,
+      )}, moved AS (
+        UPDATE event_consumer_cursors SET last_seq = (SELECT to_seq FROM pos), updated_at = clock_timestamp()
+        WHERE name = ${name} AND (SELECT ok FROM go)
+      ), unflushed AS MATERIALIZED (
+        SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
+      )
+      SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
+             p.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
+             ${Jobs.insertCounts(sql)},
+             ${sql.join(" + ", false)(["unflushed", ...(fanOut.sideEffects ?? [])].map(read))} AS side_effects
+      FROM pos AS p CROSS JOIN go AS g`
+    const result = outcome(rows[0])
+    if (result?._tag === "Processed") yield* Jobs.countSuppressed(result.suppressed)
+    return result
+  }).pipe(Effect.withSpan("Consumer.statementRound", { attributes: { consumer: options.name } }))
