@@ -4,6 +4,7 @@
 
 export * as PermissionGrants from "./authz/PermissionGrants.ts"
 export * from "./authz/Permissions.ts"
+export * as PermissionsMemory from "./authz/PermissionsMemory.ts"
 export * as Consumer from "./consumer/Consumer.ts"
 export * as ConsumerMetrics from "./consumer/ConsumerMetrics.ts"
 export * as ConsumerRound from "./consumer/ConsumerRound.ts"

@@ -1,32 +1,45 @@
 /**
  * The default `Permissions`: a grant row (`principal`, `action`, `space_id`) allows; no row denies.
+ * It answers in SQL too (`inSql`), so the drainer reads deliveries and rights in one statement.
  * `grant` and `revoke` manage the rows for hosts that use this model.
  */
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
-import { Permissions } from "./Permissions.ts"
+import type { SqlError } from "effect/sql/SqlError"
+import { pgFailure } from "../platform/PgError.ts"
+import { type PermissionCheck, Permissions, permissionsUnavailable } from "./Permissions.ts"
+
+const unavailable = (checks: ReadonlyArray<PermissionCheck>) =>
+  permissionsUnavailable("permission_grants", checks, (e: SqlError) => pgFailure(e).message)
 
 export const layer = Layer.effect(
   Permissions,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const allowedEach = (checks: ReadonlyArray<PermissionCheck>) =>
+      checks.length === 0
+        ? Effect.succeed([])
+        : sql<{ ok: boolean }>`
+            SELECT EXISTS (
+              SELECT 1 FROM permission_grants AS g
+              WHERE g.principal = c.principal AND g.action = c.action AND g.space_id = c.space_id
+            ) AS ok
+            FROM unnest(${checks.map((c) => c.principal)}::text[], ${checks.map((c) => c.action)}::text[],
+                        ${checks.map((c) => c.spaceId)}::text[]) WITH ORDINALITY AS c(principal, action, space_id, n)
+            ORDER BY c.n`.pipe(
+            Effect.map((rows) => rows.map((r) => r.ok)),
+            Effect.mapError(unavailable(checks)),
+          )
     return Permissions.make({
       allowed: (principal, action, spaceId) =>
         sql<{ ok: boolean }>`
           SELECT EXISTS (
             SELECT 1 FROM permission_grants WHERE principal = ${principal} AND action = ${action} AND space_id = ${spaceId}
-          ) AS ok`.pipe(Effect.map((rows) => rows[0]?.ok === true)),
-      allowedEach: (checks) =>
-        checks.length === 0
-          ? Effect.succeed([])
-          : sql<{ ok: boolean }>`
-              SELECT EXISTS (
-                SELECT 1 FROM permission_grants AS g
-                WHERE g.principal = c.principal AND g.action = c.action AND g.space_id = c.space_id
-              ) AS ok
-              FROM unnest(${checks.map((c) => c.principal)}::text[], ${checks.map((c) => c.action)}::text[],
-                          ${checks.map((c) => c.spaceId)}::text[]) WITH ORDINALITY AS c(principal, action, space_id, n)
-              ORDER BY c.n`.pipe(Effect.map((rows) => rows.map((r) => r.ok))),
+          ) AS ok`.pipe(
+          Effect.map((rows) => rows[0]?.ok === true),
+          Effect.mapError(unavailable([{ principal, action, spaceId }])),
+        ),
+      allowedEach,
       inSql: ({ principal, spaceId }, action) => sql`
         EXISTS (
           SELECT 1 FROM permission_grants AS g

@@ -49,7 +49,7 @@ export const layer = (settings: Settings, webhooks: WebhookSettings) =>
     }),
     deliveries,
   ).pipe(
-    Layer.provide(SealingKeyCheck.layer),
+    Layer.provide(SealingKeyCheck.layer(webhooks.secretKey)),
     Layer.provide(
       Layer.mergeAll(
         NotificationStream.layer(),

@@ -15,7 +15,6 @@
  */
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { WebhookConfig } from "../webhooks/WebhookConfig.ts"
 import * as SecretBox from "./SecretBox.ts"
 
 export class SealingKeyMismatch extends Schema.TaggedError<SealingKeyMismatch>()("SealingKeyMismatch", {
@@ -71,5 +70,8 @@ export const verify = Effect.fn("SealingKeyCheck.verify")(function* (key: Secret
   yield* opens(key, mine.sealed, checkPlaintext)
 })
 
-/** Runs `verify` for the configured key while the layer is built. */
-export const layer = Layer.effectDiscard(Effect.flatMap(WebhookConfig, (config) => verify(config.secretKey)))
+/**
+ * Runs `verify` for `key` while the layer is built. The key comes from the caller (the worker passes
+ * `WebhookConfig`'s), so sealing knows nothing of the parts that seal.
+ */
+export const layer = (key: SecretBox.SecretKey) => Layer.effectDiscard(verify(key))

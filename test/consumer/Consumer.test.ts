@@ -1,6 +1,5 @@
-import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
-import { Context, Deferred, Effect, Fiber, Layer, Metric, Redacted, Ref, Schema } from "effect"
+import { Deferred, Effect, Fiber, Layer, Metric, Ref, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as Consumer from "../../src/consumer/Consumer.ts"
@@ -16,10 +15,6 @@ import * as TestDatabase from "../support/TestDatabase.ts"
 const Live = Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(
   Layer.provideMerge(TestDatabase.layer({ maxConnections: 12 })),
 )
-
-const otherClient = Effect.flatMap(TestDatabase.TestDatabase, ({ url }) =>
-  Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
-).pipe(Effect.map(Context.get(PgClient.PgClient)))
 
 const appendMany = (n: number, perTxn = 10) =>
   Effect.gen(function* () {
@@ -46,7 +41,7 @@ layer(Live, { excludeTestServices: true })("Consumer round", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const other = yield* otherClient
+        const other = yield* TestDatabase.otherClient
         yield* sql`CREATE TABLE fanout_effects (name text, seq bigint)`
         const suppressedBefore = yield* suppressedTotal
         const faults = ["terminate", "fail", "die", "interrupt"] as const
@@ -110,7 +105,7 @@ layer(Live, { excludeTestServices: true })("Consumer round", (it) => {
 
   it.effect("ConsumerRoundJobsAndCursorCommitTogether: another connection sees both or neither", () =>
     Effect.gen(function* () {
-      const other = yield* otherClient
+      const other = yield* TestDatabase.otherClient
       const name = "atomic"
       yield* TestConsumer.register(name)
       const start = yield* TestConsumer.cursor(name)

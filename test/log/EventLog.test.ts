@@ -1,6 +1,6 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Random, Redacted, Ref, Schema } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Option, Queue, Random, Ref, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { InvalidEvent, maxPayloadBytes, type NewEvent } from "../../src/log/Event.ts"
 import { EventLog, EventLogPartitionMissing } from "../../src/log/EventLog.ts"
@@ -8,11 +8,6 @@ import * as TestDatabase from "../support/TestDatabase.ts"
 
 const event = (payload: unknown = { n: 1 }): NewEvent =>
   ({ space: "space-1", type: "item.created", actor: "user-1", payload }) as NewEvent
-
-/** A second pool on the same database, independent of any transaction the test fiber is in. */
-const otherClient = Effect.flatMap(TestDatabase.TestDatabase, ({ url }) =>
-  Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
-).pipe(Effect.map(Context.get(PgClient.PgClient)))
 
 const Live = EventLog.layer.pipe(Layer.provideMerge(TestDatabase.layer({ maxConnections: 24 })))
 
@@ -30,7 +25,7 @@ layer(Live, { excludeTestServices: true })("EventLog", (it) => {
       Effect.gen(function* () {
         const log = yield* EventLog
         const sql = yield* SqlClient.SqlClient
-        const other = yield* otherClient
+        const other = yield* TestDatabase.otherClient
         const producers = 16
         const perProducer = 200
         const committed = yield* Ref.make(new Set<string>())
@@ -134,7 +129,7 @@ layer(Live, { excludeTestServices: true })("EventLog", (it) => {
       const log = yield* EventLog
       const sql = yield* SqlClient.SqlClient
       const pg = yield* PgClient.PgClient
-      const other = yield* otherClient
+      const other = yield* TestDatabase.otherClient
       const notifications = yield* pg.listen("event_log")
 
       yield* sql.withTransaction(Effect.andThen(log.append([event()]), new Boom())).pipe(Effect.flip)

@@ -5,6 +5,7 @@ import { SqlClient } from "effect/sql"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
+import { eventually } from "../support/Eventually.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as TestConsumer from "../support/TestConsumer.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
@@ -22,9 +23,11 @@ const report = (stdout: string) =>
 
 /** Waits (polling the database) until the consumer's cursor reaches `seq`. */
 const awaitCursor = (name: string, seq: bigint) =>
-  Effect.gen(function* () {
-    while ((yield* TestConsumer.cursor(name)) < seq) yield* Effect.sleep("50 millis")
-  }).pipe(Effect.timeout("90 seconds"))
+  eventually(TestConsumer.cursor(name), (at) => at >= seq, {
+    what: `consumer ${name}'s cursor at ${seq}`,
+    within: "90 seconds",
+    every: "50 millis",
+  })
 
 layer(Live, { excludeTestServices: true })("Consumer worker processes", (it) => {
   it.effect(
@@ -118,8 +121,11 @@ layer(Live, { excludeTestServices: true })("Consumer worker processes", (it) => 
         assert.strictEqual(killed.signal, "SIGKILL")
 
         // PostgreSQL rolls back the dead client's transaction once it sees the socket close.
-        let outcome = yield* locked
-        while (outcome._tag === "Locked") outcome = yield* Effect.delay(locked, "20 millis")
+        const outcome = yield* eventually(locked, (o) => o._tag !== "Locked", {
+          what: "a round once the killed worker's transaction is rolled back",
+          within: "30 seconds",
+          every: "20 millis",
+        })
         assert.strictEqual(outcome._tag, "Processed")
         assert.strictEqual(yield* TestConsumer.cursor(name), head)
         yield* TestConsumer.assertExactlyOnce(name, start, head, 2)

@@ -3,6 +3,7 @@ import { assert, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { type JobInsert, Jobs } from "../../src/jobs/Jobs.ts"
+import { eventually } from "../support/Eventually.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
@@ -46,14 +47,18 @@ const states = Effect.flatMap(
 
 /** Polls until `n` jobs are completed (jobs inserted with `keep`). */
 const awaitCompleted = (n: number) =>
-  Effect.gen(function* () {
-    while (((yield* states).completed ?? 0) < n) yield* Effect.sleep("100 millis")
-  }).pipe(Effect.timeout("120 seconds"))
+  eventually(states, (s) => (s.completed ?? 0) >= n, {
+    what: `${n} jobs completed`,
+    within: "120 seconds",
+    every: "100 millis",
+  })
 
 /** Polls until no job is left (completed jobs are deleted, dead ones would stay). */
-const awaitNoJobs = Effect.gen(function* () {
-  while (Object.keys(yield* states).length > 0) yield* Effect.sleep("100 millis")
-}).pipe(Effect.timeout("120 seconds"))
+const awaitNoJobs = eventually(states, (s) => Object.keys(s).length === 0, {
+  what: "no job left",
+  within: "120 seconds",
+  every: "100 millis",
+})
 
 const createEffects = (sql: SqlClient.SqlClient) =>
   sql`CREATE TABLE IF NOT EXISTS job_effects (job_id bigint NOT NULL, n int NOT NULL, attempt int NOT NULL, worker int NOT NULL)`

@@ -48,3 +48,11 @@ export const layer = (options: Partial<PgClient.PgPoolConfig> = {}) => fresh(inj
  * app runs them); provides a pool on it and `TestDatabase`.
  */
 export const layerEmpty = (options: Partial<PgClient.PgPoolConfig> = {}) => fresh(undefined, options)
+
+/**
+ * A second pool on the test's database, independent of any transaction the test fiber is in;
+ * closed with the test's scope.
+ */
+export const otherClient = Effect.flatMap(TestDatabase, ({ url }) =>
+  Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
+).pipe(Effect.map(Context.get(PgClient.PgClient)))

@@ -4,7 +4,7 @@
  */
 import { randomBytes } from "node:crypto"
 import type { PgClient } from "@effect/sql-pg"
-import { type Duration, Effect, Layer, Queue, Redacted } from "effect"
+import { type Duration, Effect, Layer, Queue, Redacted, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
@@ -85,6 +85,10 @@ export const subscribe = (
     for (const space of scope) yield* PermissionGrants.grant(owner, webhookDeliver, space)
     return yield* (yield* Webhooks).create({ owner, url, scope, eventTypes })
   })
+
+/** Appends one event (`item.created` unless told) in `space` carrying `payload`, in a transaction of its own. */
+export const append = (space: string, payload: Schema.Json = {}, type = "item.created") =>
+  Effect.flatMap(EventLog, (log) => log.append([{ space, type, actor: "tester", payload }]))
 
 /**
  * The drain job a round created for `subscriptionId`, as the job runtime hands it to the kind, for

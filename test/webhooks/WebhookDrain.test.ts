@@ -61,9 +61,7 @@ const slowRound = Effect.flatMap(
 
 /** An `item.created` event in `space` carrying `payload`. */
 const appendItem = (space: string, payload: Record<string, number>) =>
-  Effect.gen(function* () {
-    yield* (yield* EventLog).append([{ space, type: "item.created", actor: "tester", payload }])
-  })
+  Effect.asVoid(TestWebhooks.append(space, payload))
 
 /** The number a test put in the payload of the event a request carries. */
 const numberIn = (body: string, key = "n") => (JSON.parse(body) as { data: Record<string, number> }).data[key]!

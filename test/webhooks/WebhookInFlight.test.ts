@@ -2,7 +2,6 @@ import { assert, layer } from "@effect/vitest"
 import { Clock, Effect, Layer, Queue } from "effect"
 import * as Worker from "../../src/bin/Worker.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
@@ -11,8 +10,7 @@ import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 // The default pool (10 connections): hundreds of drainers must not starve each other of it.
 const Live = TestWebhooks.layer()
 
-const append = (space: string, n: number) =>
-  Effect.flatMap(EventLog, (log) => log.append([{ space, type: "item.created", actor: "tester", payload: { n } }]))
+const append = (space: string, n: number) => TestWebhooks.append(space, { n })
 
 const numberIn = (r: WebhookReceiver.Received) => (JSON.parse(r.body) as { data: { n: number } }).data.n
 

@@ -1,13 +1,10 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Queue, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
-import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
-import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -25,7 +22,6 @@ layer(Live, { excludeTestServices: true })("Webhook order", (it) => {
     "WebhookDeliversSignedInOrder: every endpoint gets every matching event once per webhook-id, in order, gap-free, signed",
     () =>
       Effect.gen(function* () {
-        const webhooks = yield* Webhooks
         const log = yield* EventLog
         // Random failures: about one request in five gets a 500 and is retried.
         const receiver = yield* WebhookReceiver.start(() => ({ status: Math.random() < 0.2 ? 500 : 200 }))
@@ -39,8 +35,7 @@ layer(Live, { excludeTestServices: true })("Webhook order", (it) => {
           (typeof specs)[number] & { readonly id: string; readonly secret: Redacted.Redacted<string> }
         > = []
         for (const spec of specs) {
-          for (const space of spec.scope) yield* PermissionGrants.grant("owner-o", webhookDeliver, space)
-          const created = yield* webhooks.create({ owner: "owner-o", url: receiver.url(spec.path), ...spec })
+          const created = yield* TestWebhooks.subscribe("owner-o", receiver.url(spec.path), spec.scope, spec.eventTypes)
           subs.push({ ...spec, ...created })
         }
         yield* Layer.build(WebhookFanOut.layer({ batchSize: 200, pollInterval: "500 millis" }))

@@ -1,9 +1,6 @@
 import { assert, layer } from "@effect/vitest"
 import { Clock, Duration, Effect } from "effect"
 import { TestClock } from "effect/testing"
-import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
-import { webhookDeliver } from "../../src/authz/Permissions.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
@@ -22,14 +19,8 @@ const setup = (path: string, space: string, answer: (n: number) => WebhookReceiv
     yield* TestClock.setTime(Date.now())
     let n = 0
     const receiver = yield* WebhookReceiver.start(() => answer(++n))
-    yield* PermissionGrants.grant("owner-t", webhookDeliver, space)
-    const sub = yield* (yield* Webhooks).create({
-      owner: "owner-t",
-      url: receiver.url(path),
-      scope: [space],
-      eventTypes: [],
-    })
-    yield* (yield* EventLog).append([{ space, type: "item.created", actor: "a", payload: {} }])
+    const sub = yield* TestWebhooks.subscribe("owner-t", receiver.url(path), [space])
+    yield* TestWebhooks.append(space)
     yield* TestWebhooks.round()
     const info = yield* TestWebhooks.drainJob(sub.id)
     // Run by hand under the TestClock: a drainer that runs dry lets go at once rather than linger on

@@ -5,7 +5,6 @@ import { Webhook } from "standardwebhooks"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { Permissions, type PermissionsShape, webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
@@ -78,8 +77,7 @@ const deliveries = (subscriptionId: string) =>
 const nonePending = (subscriptionId: string) =>
   Effect.map(deliveries(subscriptionId), (rows) => rows.every((d) => d.state !== "pending"))
 
-const append = (space: string, i: number) =>
-  Effect.flatMap(EventLog, (log) => log.append([{ space, type: "item.created", actor: "tester", payload: { i } }]))
+const append = (space: string, i: number) => TestWebhooks.append(space, { i })
 
 layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
   for (const host of hosts) {

@@ -5,7 +5,6 @@ import { Webhook } from "standardwebhooks"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
@@ -31,8 +30,7 @@ const startDeliveries = (signals: TestWebhooks.Signals) =>
 
 const subscribe = TestWebhooks.subscribe
 
-const append = (space: string, type: string, payload: Schema.Json) =>
-  Effect.flatMap(EventLog, (log) => log.append([{ space, type, actor: "tester", payload }]))
+const append = (space: string, type: string, payload: Schema.Json) => TestWebhooks.append(space, payload, type)
 
 const deliveries = (subscriptionId: string) =>
   Effect.flatMap(

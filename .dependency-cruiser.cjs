@@ -1,0 +1,89 @@
+/**
+ * The architecture rules of design section 6, for dependency-cruiser: dependencies between the
+ * parts of src/ point one way. test/project/ArchitectureRules.test.ts checks them in `npm test`.
+ *
+ * dependency-cruiser 18 reads TypeScript through the `typescript` package's JS API, which
+ * TypeScript 7 (the native compiler we use) no longer has; the test therefore cruises a copy of
+ * the tree with the types stripped by Node (type-only imports kept as imports, so a type import
+ * is a dependency too). Paths in reports are the .ts sources.
+ */
+const part = (name) => `^src/${name}/`
+
+/** @type {import("dependency-cruiser").IConfiguration} */
+module.exports = {
+  forbidden: [
+    {
+      name: "log-knows-no-consumer",
+      comment: "the event log knows no consumer and creates no job: producers do not know their consumers",
+      severity: "error",
+      from: { path: part("log") },
+      to: { path: "^src/(consumer|jobs|webhooks|push)/" },
+    },
+    {
+      name: "consumer-knows-no-concrete-consumer",
+      comment: "the cursor framework knows no concrete consumer",
+      severity: "error",
+      from: { path: part("consumer") },
+      to: { path: "^src/(webhooks|push)/" },
+    },
+    {
+      name: "jobs-know-no-job-kind",
+      comment: "the job runtime knows no job kind, nor the consumers that insert jobs",
+      severity: "error",
+      from: { path: part("jobs") },
+      to: { path: "^src/(webhooks|push|consumer)/" },
+    },
+    {
+      name: "webhooks-and-push-apart",
+      comment: "webhooks and push know each other not at all (what they share is in outbound/)",
+      severity: "error",
+      from: { path: "^src/(webhooks|push)/" },
+      to: { path: "^src/(webhooks|push)/", pathNot: "^src/$1/" },
+    },
+    {
+      name: "platform-is-the-bottom",
+      comment: "platform/ (database, embedded server, LISTEN connection, config) imports no other part",
+      severity: "error",
+      from: { path: part("platform") },
+      to: { path: "^src/", pathNot: part("platform") },
+    },
+    {
+      name: "outbound-and-crypto-only-platform",
+      comment: "outbound/ and crypto/ are shared by parts, so they import only platform/ (and themselves)",
+      severity: "error",
+      from: { path: "^src/(outbound|crypto)/" },
+      to: { path: "^src/", pathNot: "^src/(platform|$1)/" },
+    },
+    {
+      name: "nothing-imports-bin",
+      comment: "src/bin/ is the composition root: nothing imports it",
+      severity: "error",
+      from: { pathNot: part("bin") },
+      to: { path: part("bin") },
+    },
+    {
+      name: "no-part-imports-the-entry",
+      comment: "src/index.ts composes everything for host apps; a part that imported it would depend on every part",
+      severity: "error",
+      from: {},
+      to: { path: "^src/index[.][jt]s$" },
+    },
+    {
+      name: "no-cycles",
+      severity: "error",
+      from: {},
+      to: { circular: true },
+    },
+    {
+      name: "relative-imports-resolve",
+      comment: "keeps the check honest: an import it cannot follow is one it cannot judge",
+      severity: "error",
+      from: {},
+      to: { couldNotResolve: true, path: "^[.]" },
+    },
+  ],
+  options: {
+    doNotFollow: { path: "node_modules" },
+    tsPreCompilationDeps: false,
+  },
+}
