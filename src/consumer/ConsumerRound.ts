@@ -95,6 +95,25 @@ export const uniqueKeySql = (
   receiver: Statement.Fragment,
 ) => sql`(${consumer}::text || ':' || ${seq} || ':' || ${receiver})`
 
+/**
+ * The ranges missing from a batch read after `last`, and the seq the cursor moves to. `head`: the
+ * snapshot's head when the read was not full; the log is gapless, so anything up to it that the
+ * read did not return is gone.
+ */
+const holes = (last: bigint, batch: ReadonlyArray<Event>, head: bigint | undefined) => {
+  const lost: Array<LostRange> = []
+  let expected = last + 1n
+  for (const event of batch) {
+    if (event.seq > expected) lost.push({ firstSeq: expected, lastSeq: event.seq - 1n })
+    expected = event.seq + 1n
+  }
+  if (head !== undefined && head >= expected) {
+    lost.push({ firstSeq: expected, lastSeq: head })
+    expected = head + 1n
+  }
+  return { lost, toSeq: expected - 1n }
+}
+
 /** Builds the round of one consumer. */
 export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, R>) {
   const sql = yield* SqlClient.SqlClient
@@ -115,18 +134,7 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
     const full = read.length > batchSize
     const batch = full ? read.slice(0, batchSize) : read
 
-    const lost: Array<LostRange> = []
-    let expected = last + 1n
-    for (const event of batch) {
-      if (event.seq > expected) lost.push({ firstSeq: expected, lastSeq: event.seq - 1n })
-      expected = event.seq + 1n
-    }
-    // Gapless: anything up to the snapshot's head that the read did not return is gone.
-    if (!full && head.seq >= expected) {
-      lost.push({ firstSeq: expected, lastSeq: head.seq })
-      expected = head.seq + 1n
-    }
-    const toSeq = expected - 1n
+    const { lost, toSeq } = holes(last, batch, full ? undefined : head.seq)
     // Nothing to write: roll back rather than commit, since the row lock alone would make COMMIT
     // wait for a WAL flush.
     if (toSeq === last) return yield* new NothingToCommit({ outcome: { _tag: "CaughtUp", lastSeq: last } })

@@ -16,7 +16,7 @@ const numberIn = (r: WebhookReceiver.Received) => (JSON.parse(r.body) as { data:
 
 layer(Live, { excludeTestServices: true })("Webhook in flight", (it) => {
   it.effect(
-    "SlowEndpointsDoNotDelayOthers: 50 subscriptions whose receivers never answer and one healthy one: the healthy one's deliveries arrive within 1 s throughout",
+    "SlowEndpointsDoNotDelayOthers: 50 subscriptions whose receivers never answer and one healthy one: the healthy one's deliveries never wait for them (each arrives within 5 s, a third of the 15 s a hanging request holds its slot)",
     () =>
       Effect.gen(function* () {
         // The worker's own delivery jobs at its defaults (256 in flight, 32 per owner), and rounds
@@ -41,7 +41,10 @@ layer(Live, { excludeTestServices: true })("Webhook in flight", (it) => {
           // From the first event on, the slow owner's endpoints hold as many runs as its cap allows.
           if (n === 0) yield* Effect.forEach(Array.from({ length: 32 }), () => Queue.take(slow.received))
         }
-        assert.isAtMost(Math.max(...latencies), 1000, `commit to arrival, ms: ${latencies.join(", ")}`)
+        // Behind the hanging requests, a delivery would wait for their 15 s timeout
+        // (OutboundSender.defaultLimits.totalTimeout); the bound leaves room for a loaded machine
+        // (1.3 s seen at a load average of 11 on 2 cores) and is not a speed target.
+        assert.isAtMost(Math.max(...latencies), 5000, `commit to arrival, ms: ${latencies.join(", ")}`)
         assert.strictEqual(slow.log.length, 32, "the slow owner's requests in flight: its cap, no more")
       }).pipe(Effect.scoped),
     120_000,
