@@ -6,6 +6,7 @@
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import * as SqlInterval from "../platform/SqlInterval.ts"
 
 export const clean = Effect.fnUntraced(function* (completedMillis: number, deadMillis: number, batch = 10_000) {
   const sql = yield* SqlClient.SqlClient
@@ -14,9 +15,9 @@ export const clean = Effect.fnUntraced(function* (completedMillis: number, deadM
     const [row] = yield* sql<{ n: number }>`
       WITH doomed AS (
         SELECT id FROM jobs
-        WHERE (state = 'completed' AND finalized_at < clock_timestamp() - ${`${completedMillis} milliseconds`}::interval)
+        WHERE (state = 'completed' AND finalized_at < clock_timestamp() - ${SqlInterval.millis(sql, completedMillis)})
            OR (state IN ('cancelled', 'discarded')
-               AND finalized_at < clock_timestamp() - ${`${deadMillis} milliseconds`}::interval)
+               AND finalized_at < clock_timestamp() - ${SqlInterval.millis(sql, deadMillis)})
         LIMIT ${batch}
       ), gone AS (DELETE FROM jobs USING doomed WHERE jobs.id = doomed.id RETURNING 1)
       SELECT count(*)::int AS n FROM gone`

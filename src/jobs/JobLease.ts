@@ -8,12 +8,13 @@
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import * as SqlInterval from "../platform/SqlInterval.ts"
 
 /** Creates or extends this worker's lease by `leaseMillis`. */
 export const renew = Effect.fnUntraced(function* (worker: string, leaseMillis: number) {
   const sql = yield* SqlClient.SqlClient
   yield* sql`
-    INSERT INTO job_workers (id, expires_at) VALUES (${worker}, clock_timestamp() + ${`${leaseMillis} milliseconds`}::interval)
+    INSERT INTO job_workers (id, expires_at) VALUES (${worker}, clock_timestamp() + ${SqlInterval.millis(sql, leaseMillis)})
     ON CONFLICT (id) DO UPDATE SET heartbeat_at = clock_timestamp(), expires_at = excluded.expires_at`
 })
 

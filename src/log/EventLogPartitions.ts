@@ -5,6 +5,7 @@
  */
 import { Duration, Effect, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
+import * as SqlInterval from "../platform/SqlInterval.ts"
 
 /** How far ahead partitions exist after `ensure`. */
 export const runway = Duration.days(14)
@@ -13,7 +14,7 @@ export const runway = Duration.days(14)
 export const ensure = Effect.fn("EventLogPartitions.ensure")(function* (ahead: Duration.Duration = runway) {
   const sql = yield* SqlClient.SqlClient
   const [row] = yield* sql<{ created: number }>`
-    SELECT event_log_ensure_partitions(${`${Duration.toMillis(ahead)} milliseconds`}::interval) AS created`
+    SELECT event_log_ensure_partitions(${SqlInterval.millis(sql, Duration.toMillis(ahead))}) AS created`
   return row?.created ?? 0
 })
 
