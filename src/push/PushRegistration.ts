@@ -59,7 +59,8 @@ export const hostAllowed = (hostname: string, patterns: ReadonlyArray<string>): 
   return patterns.some((raw) => {
     const pattern = raw.toLowerCase()
     if (pattern === "*") return true
-    if (pattern.startsWith("*.")) return host.endsWith(pattern.slice(1)) && host.length > pattern.length - 1
+    // A hostname never starts with a dot, so ending in `.example.com` means a subdomain of it.
+    if (pattern.startsWith("*.")) return host.endsWith(pattern.slice(1))
     return host === pattern
   })
 }
