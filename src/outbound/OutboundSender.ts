@@ -31,7 +31,8 @@ export type ErrorClass = "dns" | "connect" | "tls" | "timeout" | "blocked_ip" | 
 export interface SendRequest {
   readonly url: string
   readonly headers: Record<string, string>
-  readonly body: string
+  /** Text is sent as UTF-8; bytes (an encrypted push message) as they are. */
+  readonly body: string | Uint8Array
 }
 
 export interface SendResult {
@@ -55,7 +56,7 @@ export interface SendLimits {
   readonly connectTimeout: Duration.Input
   /** The whole attempt, from connecting to the end of the response body. */
   readonly totalTimeout: Duration.Input
-  /** Request bodies above this many UTF-8 bytes are refused (`too_large`) without connecting. */
+  /** Request bodies above this many bytes (UTF-8 for text) are refused (`too_large`) without connecting. */
   readonly maxRequestBytes: number
   /** Response body bytes kept; the rest is not read. */
   readonly maxResponseBytes: number

@@ -1,0 +1,97 @@
+/**
+ * One Web Push request (RFC 8030), built with web-push: the payload encrypted for one subscription
+ * (aes128gcm, RFC 8291) and the headers a push service reads, ready for `OutboundSender.send`.
+ *
+ * What it keeps true:
+ * - The request carries exactly the `Authorization` it was given (a `PushVapid` token cache's
+ *   header): web-push is never handed the VAPID keys, so it signs nothing, and whatever it might
+ *   add on its own (a GCM key, a key set globally with `setVapidDetails`) is replaced.
+ * - `TTL` and `Urgency` are always set, `Topic` when given; `Content-Encoding` is `aes128gcm`.
+ * - A plaintext above `maxPlaintextBytes` is refused with `PushPayloadTooLarge` before anything
+ *   is encrypted.
+ */
+import { createHash } from "node:crypto"
+import { Effect, Schema } from "effect"
+import webpush from "web-push"
+import type { SendRequest } from "../outbound/OutboundSender.ts"
+
+/**
+ * Push services take 4,096 bytes of encrypted body; aes128gcm adds 103 (an 86-byte header, the
+ * padding delimiter and the 16-byte tag) to a single record. 3,000 leaves room for a change of
+ * record layout and is what the envelope is cut to fit.
+ */
+export const maxPlaintextBytes = 3000
+
+export class PushPayloadTooLarge extends Schema.TaggedError<PushPayloadTooLarge>()("PushPayloadTooLarge", {
+  bytes: Schema.Number,
+  max: Schema.Number,
+}) {
+  override get message() {
+    return `push payload of ${this.bytes} bytes is above the ${this.max}-byte limit`
+  }
+}
+
+export type Urgency = "very-low" | "low" | "normal" | "high"
+
+export interface PushRequestInput {
+  /** The subscription's endpoint URL. */
+  readonly endpoint: string
+  /** The subscription's `keys.p256dh`: base64url as the browser sent it, or its bytes. */
+  readonly p256dh: string | Uint8Array
+  /** The subscription's `keys.auth`: base64url, or its bytes. */
+  readonly auth: string | Uint8Array
+  /** UTF-8 text (the envelope), at most `maxPlaintextBytes` bytes. */
+  readonly payload: string
+  /** How long the push service keeps an undelivered message; whole seconds, 0 for "now or never". */
+  readonly ttlSeconds: number
+  readonly urgency: Urgency
+  /** From `topicOf`: a newer message with the same topic replaces an undelivered older one. */
+  readonly topic: string | undefined
+  /** The `Authorization` header value, from `PushVapid.makeTokenCache`. */
+  readonly authorization: string
+}
+
+const base64urlOf = (key: string | Uint8Array) =>
+  typeof key === "string" ? key : Buffer.from(key).toString("base64url")
+
+/**
+ * The request for one push message. The keys are those a registration was checked with
+ * (`PushRegistration.check`) and the topic one `topicOf` made: web-push throws on anything else,
+ * which is a defect here, not a failure.
+ */
+export const build = Effect.fn("PushRequest.build")(function* (input: PushRequestInput) {
+  const plaintext = Buffer.from(input.payload, "utf8")
+  if (plaintext.length > maxPlaintextBytes)
+    return yield* new PushPayloadTooLarge({ bytes: plaintext.length, max: maxPlaintextBytes })
+  const details = yield* Effect.try({
+    try: () =>
+      webpush.generateRequestDetails(
+        { endpoint: input.endpoint, keys: { p256dh: base64urlOf(input.p256dh), auth: base64urlOf(input.auth) } },
+        // A Buffer, not the string: web-push skips encryption (and Content-Encoding) for a falsy payload.
+        plaintext,
+        {
+          TTL: Math.max(0, Math.floor(input.ttlSeconds)),
+          urgency: input.urgency,
+          ...(input.topic === undefined ? {} : { topic: input.topic }),
+          contentEncoding: "aes128gcm",
+          headers: { Authorization: input.authorization },
+        },
+      ),
+    catch: (error) => error,
+  }).pipe(Effect.orDie)
+  const headers: Record<string, string> = {}
+  for (const [name, value] of Object.entries(details.headers)) {
+    // undici computes Content-Length from the body itself.
+    if (name !== "Content-Length") headers[name] = String(value)
+  }
+  headers.Authorization = input.authorization
+  return { url: input.endpoint, headers, body: details.body } satisfies SendRequest
+})
+
+/**
+ * The RFC 8030 `Topic` for events of `type` in `space`: 32 characters of the URL-safe base64
+ * alphabet (the most a topic may have), the same for the same pair on every node. The pair is
+ * hashed, so neither is readable by the push service.
+ */
+export const topicOf = (space: string, type: string): string =>
+  createHash("sha256").update(`${space}\0${type}`, "utf8").digest().subarray(0, 24).toString("base64url")
