@@ -19,6 +19,9 @@ import type { Statement } from "effect/sql"
 /** The action a webhook subscription's owner needs on an event's space for it to be delivered. */
 export const webhookDeliver = "webhook_out.deliver"
 
+/** The action a push registration's principal needs on an event's space for its message to be sent. */
+export const pushDeliver = "push.deliver"
+
 export interface PermissionCheck {
   readonly principal: string
   readonly action: string

@@ -1,10 +1,10 @@
 /**
  * What `bothy worker` runs, composed in one place (the only module besides a host app that knows
- * every part): log partition maintenance, the `webhooks` consumer, and the job runtime with the
- * webhook delivery job, over one connection pool and one shared LISTEN connection. Nothing of it
+ * every part): log partition maintenance, the `webhooks` consumer, the `push` consumer with its
+ * registration sweep (when push is on), and the job runtime with the delivery jobs, over one connection pool and one shared LISTEN connection. Nothing of it
  * starts before the sealing key is checked against the database's (`SealingKeyCheck`).
  */
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import * as PermissionGrants from "../authz/PermissionGrants.ts"
 import * as SealingKeyCheck from "../crypto/SealingKeyCheck.ts"
 import { Jobs } from "../jobs/Jobs.ts"
@@ -14,6 +14,11 @@ import * as EventLogPartitions from "../log/EventLogPartitions.ts"
 import { BothyConfig, type Settings } from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import { NotificationStream } from "../platform/NotificationStream.ts"
+import * as PushAudience from "../push/PushAudience.ts"
+import { PushConfig, type PushSettings } from "../push/PushConfig.ts"
+import * as PushDelivery from "../push/PushDelivery.ts"
+import * as PushFanOut from "../push/PushFanOut.ts"
+import * as PushRegistrations from "../push/PushRegistrations.ts"
 import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../webhooks/WebhookFanOut.ts"
@@ -27,19 +32,46 @@ import * as WebhookFanOut from "../webhooks/WebhookFanOut.ts"
 export const deliveryConcurrency = deliveryDefaults.maxInFlight
 
 /**
- * The webhook delivery jobs as the worker runs them: the `webhooks` queue at `webhook.max_in_flight`,
- * the drain job with the per-owner cap and permission age from `WebhookConfig`.
+ * The delivery jobs as the worker runs them: the `webhooks` queue at `webhook.max_in_flight`, the
+ * drain job with the per-owner cap and permission age from `WebhookConfig`; and, when push is on,
+ * the `push` queue at `push.max_in_flight` with the `push.deliver` job.
  */
-export const deliveries = Layer.unwrap(
-  Effect.gen(function* () {
-    const config = yield* WebhookConfig
-    const kind = yield* WebhookDrainer.make
-    const concurrency = config.maxInFlight ?? deliveryConcurrency
-    return JobWorker.layer({ kinds: [kind], queues: { [WebhookFanOut.queue]: { concurrency } } })
-  }),
-)
+export const deliveries = (push: Option.Option<PushSettings>) =>
+  Layer.unwrap(
+    Effect.gen(function* () {
+      const config = yield* WebhookConfig
+      const drain = yield* WebhookDrainer.make
+      const concurrency = config.maxInFlight ?? deliveryConcurrency
+      const webhooks = { kinds: [drain], queues: { [WebhookFanOut.queue]: { concurrency } } }
+      if (Option.isNone(push)) return JobWorker.layer(webhooks)
+      const deliver = yield* PushDelivery.make.pipe(Effect.provide(PushConfig.layerWith(push.value)))
+      return JobWorker.layer({
+        kinds: [...webhooks.kinds, deliver],
+        queues: { ...webhooks.queues, [PushFanOut.queue]: { concurrency: push.value.maxInFlight } },
+      })
+    }),
+  )
 
-export const layer = (settings: Settings, webhooks: WebhookSettings) =>
+/** The `push` consumer and the sweep of stale registrations, when push is on. */
+const pushConsumer = (settings: Settings, push: Option.Option<PushSettings>) =>
+  Option.match(push, {
+    onNone: () => Layer.empty,
+    onSome: (push) =>
+      Layer.merge(
+        PushFanOut.layer({
+          batchSize: settings.consumer.batchSize,
+          pollInterval: settings.consumer.pollInterval,
+          cooldown: settings.consumer.cooldown,
+        }),
+        PushRegistrations.sweep,
+      ).pipe(Layer.provide(Layer.merge(PushConfig.layerWith(push), PushAudience.layer))),
+  })
+
+export const layer = (
+  settings: Settings,
+  webhooks: WebhookSettings,
+  push: Option.Option<PushSettings> = Option.none(),
+) =>
   Layer.mergeAll(
     EventLogPartitions.maintain,
     WebhookFanOut.layer({
@@ -47,7 +79,8 @@ export const layer = (settings: Settings, webhooks: WebhookSettings) =>
       pollInterval: settings.consumer.pollInterval,
       cooldown: settings.consumer.cooldown,
     }),
-    deliveries,
+    pushConsumer(settings, push),
+    deliveries(push),
   ).pipe(
     Layer.provide(SealingKeyCheck.layer(webhooks.secretKey)),
     Layer.provide(

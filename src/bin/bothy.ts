@@ -12,10 +12,12 @@
  */
 import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Layer, type LogLevel, References, Result, Runtime } from "effect"
+import { Cause, Console, Effect, Exit, Layer, type LogLevel, Option, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
+import * as PushConfig from "../push/PushConfig.ts"
+import * as PushVapid from "../push/PushVapid.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
 import * as Worker from "./Worker.ts"
 
@@ -49,13 +51,20 @@ const worker = Command.make("worker", {}, () =>
       ? undefined
       : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
     const webhooks = yield* WebhookConfig.load(key)
+    const push = yield* PushConfig.load(webhooks.policy)
     yield* Effect.gen(function* () {
+      if (Option.isNone(push)) {
+        yield* Effect.logInfo(
+          `push is off: no VAPID keys (${BothyConfig.envName(PushConfig.keys.publicKey)}, ${BothyConfig.envName(PushConfig.keys.privateKey)}, ${BothyConfig.envName(PushConfig.keys.subject)}; bothy push keys makes a pair)`,
+        )
+      }
+      const consumers = Option.isSome(push) ? "webhooks, push" : "webhooks"
       yield* Effect.logInfo(
-        "bothy worker running (consumer: webhooks; job queue: webhooks); SIGTERM or Ctrl-C stops it",
+        `bothy worker running (consumers: ${consumers}; job queues: ${consumers}); SIGTERM or Ctrl-C stops it`,
       )
       // Runs until a signal interrupts it, or fails when the embedded server exits under it.
       return yield* (yield* Database.DatabaseServer).exited
-    }).pipe(Effect.provide(Worker.layer(settings, webhooks)))
+    }).pipe(Effect.provide(Worker.layer(settings, webhooks, push)))
   }),
 ).pipe(Command.withDescription("Run the worker: migrations, log maintenance, the webhooks consumer and deliveries"))
 
@@ -63,9 +72,29 @@ const migrate = Command.make("migrate", {}, () =>
   Layer.build(Database.migrate).pipe(Effect.scoped, Effect.provide(Database.layer)),
 ).pipe(Command.withDescription("Apply pending database migrations and exit"))
 
+const pushKeys = Command.make("keys", {}, () =>
+  Effect.gen(function* () {
+    const pair = PushVapid.generate()
+    yield* Console.log(
+      [
+        "# A new VAPID key pair for push. Keep the private key secret; the public key is the",
+        "# applicationServerKey browsers subscribe with. Set a subject (mailto: or https:) too.",
+        `${BothyConfig.envName(PushConfig.keys.publicKey)}=${pair.publicKey}`,
+        `${BothyConfig.envName(PushConfig.keys.privateKey)}=${pair.privateKey}`,
+        `${BothyConfig.envName(PushConfig.keys.subject)}=mailto:ops@example.com`,
+      ].join("\n"),
+    )
+  }),
+).pipe(Command.withDescription("Print a new VAPID key pair for push, as environment lines"))
+
+const push = Command.make("push").pipe(
+  Command.withDescription("Push notification tools"),
+  Command.withSubcommands([pushKeys]),
+)
+
 const bothy = Command.make("bothy").pipe(
   Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
-  Command.withSubcommands([worker, migrate]),
+  Command.withSubcommands([worker, migrate, push]),
 )
 
 /** Expected failures are one line; defects keep their full cause; the CLI prints its own errors. */

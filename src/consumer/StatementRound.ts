@@ -27,7 +27,7 @@ import { type RoundOutcome, uniqueKeySql } from "./ConsumerRound.ts"
 
 /**
  * A consumer's fan-out as SQL. `ctes` follow `ev (seq bigint, space text, type text, epoch int,
- * trace_parent text)`, the batch's events (empty when the round writes nothing), do the consumer's
+ * trace_parent text, actor text)`, the batch's events (empty when the round writes nothing), do the consumer's
  * own writes, and end in `wanted (seq bigint, receiver text, kind text, queue text, args jsonb,
  * max_attempts int)`: one row per job, for the event `seq` and the receiver `receiver` (its unique
  * key's parts); a NULL queue or max_attempts takes the job default. The job gets the event's
@@ -93,10 +93,10 @@ export const make = (
       WITH c AS MATERIALIZED (
         SELECT last_seq FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
       ), read AS MATERIALIZED (
-        SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent,
+        SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
                row_number() OVER (ORDER BY e.seq) AS n
         FROM c CROSS JOIN LATERAL (
-          SELECT seq, space_id, type, epoch, occurred_at, trace_parent FROM event_log
+          SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log
           WHERE seq > c.last_seq ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
       ), pos AS MATERIALIZED (
@@ -109,7 +109,7 @@ export const make = (
       ), go AS MATERIALIZED (
         SELECT coalesce(events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
       ), ev AS (
-        SELECT seq, space, type, epoch, trace_parent FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
+        SELECT seq, space, type, epoch, trace_parent, actor FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
       ), ${fanOut.ctes(sql)}, ${Jobs.insertCtes(
         sql,
         sql`(

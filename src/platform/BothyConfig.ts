@@ -103,6 +103,22 @@ export const parseCount =
 export const parseText: Parse<string> = (raw) =>
   raw.trim().length > 0 ? Result.succeed(raw.trim()) : Result.fail("expected a non-empty value")
 
+/** A comma-separated list; blank entries are dropped. */
+export const parseList: Parse<ReadonlyArray<string>> = (raw) =>
+  Result.succeed(
+    raw
+      .split(",")
+      .map((s) => s.trim())
+      .filter((s) => s.length > 0),
+  )
+
+export const parseFlag: Parse<boolean> = (raw) =>
+  /^(true|1|yes)$/i.test(raw.trim())
+    ? Result.succeed(true)
+    : /^(false|0|no)$/i.test(raw.trim())
+      ? Result.succeed(false)
+      : Result.fail("expected true or false")
+
 /** `consumer.batch_size` -> `BOTHY_CONSUMER_BATCH_SIZE` */
 export const envName = (key: string) => `BOTHY_${key.replaceAll(".", "_").toUpperCase()}`
 

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
-import { Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as SecretBox from "../crypto/SecretBox.ts"
 import { allowHttpLoopbackKey, invalidCidrs, invalidHosts, type TargetPolicy } from "../outbound/OutboundTarget.ts"
 import {
@@ -15,6 +15,8 @@ import {
   InvalidConfig,
   parseCount,
   parseDurationWithin,
+  parseFlag,
+  parseList,
   setting,
 } from "../platform/BothyConfig.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
@@ -38,21 +40,6 @@ export const deliveryDefaults = {
   maxInFlightPerOwner: 32,
   permissionMaxAge: Duration.seconds(1),
 } as const
-
-const list = (raw: string) =>
-  Result.succeed(
-    raw
-      .split(",")
-      .map((s) => s.trim())
-      .filter((s) => s.length > 0),
-  )
-
-const flag = (raw: string) =>
-  /^(true|1|yes)$/i.test(raw.trim())
-    ? Result.succeed(true)
-    : /^(false|0|no)$/i.test(raw.trim())
-      ? Result.succeed(false)
-      : Result.fail("expected true or false")
 
 // At least 100 ms: a right read just before its request must not count as old on a busy database,
 // or every read-ahead is read again; at most a minute, or "checked at delivery time" means little.
@@ -129,9 +116,9 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
   Effect.gen(function* () {
     const key = yield* secretKey
     const policy = yield* checkPolicy({
-      allowHttpLoopback: yield* setting(policyKeys.allowHttpLoopback, "false", flag),
-      allowCidrs: yield* setting(policyKeys.allowCidrs, "", list),
-      allowHosts: yield* setting(policyKeys.allowHosts, "", list),
+      allowHttpLoopback: yield* setting(policyKeys.allowHttpLoopback, "false", parseFlag),
+      allowCidrs: yield* setting(policyKeys.allowCidrs, "", parseList),
+      allowHosts: yield* setting(policyKeys.allowHosts, "", parseList),
     })
     const maxInFlight = yield* setting(
       "webhook.max_in_flight",

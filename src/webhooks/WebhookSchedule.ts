@@ -14,6 +14,7 @@
  * a gap; the start check enforces that.
  */
 import { Duration } from "effect"
+import * as RetryAfter from "../outbound/RetryAfter.ts"
 
 export const steps: ReadonlyArray<Duration.Duration> = [
   Duration.seconds(5),
@@ -40,14 +41,6 @@ export interface Failure {
   readonly now: number
 }
 
-const retryAfterMillis = (raw: string | undefined, now: number): number | undefined => {
-  if (raw === undefined) return undefined
-  const trimmed = raw.trim()
-  if (/^\d+$/.test(trimmed)) return Number(trimmed) * 1000
-  const at = Date.parse(trimmed)
-  return Number.isNaN(at) ? undefined : Math.max(0, at - now)
-}
-
 /**
  * The delay before the next attempt. `random` in [0, 1) drives the jitter; `schedule` replaces the
  * steps (tests use short ones), the last step repeating.
@@ -58,7 +51,7 @@ export const nextDelay = (
   schedule: ReadonlyArray<Duration.Duration> = steps,
 ): Duration.Duration => {
   const step = Duration.toMillis(schedule[failure.attempt - 1] ?? schedule.at(-1) ?? longestStep)
-  const requested = retryAfterMillis(failure.retryAfter, failure.now)
+  const requested = RetryAfter.millis(failure.retryAfter, failure.now)
   let delay =
     requested === undefined ? step * (1 + jitter * (2 * random() - 1)) : Math.min(Math.max(requested, step), 2 * step)
   if (failure.status === 429 || failure.errorClass === "timeout") {

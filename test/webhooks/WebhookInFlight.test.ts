@@ -1,5 +1,5 @@
 import { assert, layer } from "@effect/vitest"
-import { Clock, Effect, Layer, Queue } from "effect"
+import { Clock, Effect, Layer, Option, Queue } from "effect"
 import * as Worker from "../../src/bin/Worker.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
@@ -21,7 +21,7 @@ layer(Live, { excludeTestServices: true })("Webhook in flight", (it) => {
       Effect.gen(function* () {
         // The worker's own delivery jobs at its defaults (256 in flight, 32 per owner), and rounds
         // woken by every append.
-        yield* Layer.build(Worker.deliveries)
+        yield* Layer.build(Worker.deliveries(Option.none()))
         yield* Layer.build(WebhookFanOut.layer({ batchSize: 500, pollInterval: "1 second" }))
         // Started after the worker, so they close first at the end and the hanging requests end.
         const slow = yield* WebhookReceiver.start(() => ({ status: 200, hang: true }))

@@ -1,0 +1,110 @@
+/**
+ * Settings of push, validated at start. Push is on when VAPID keys are given (`bothy push keys`
+ * makes a pair); without them the worker runs no `push` consumer and says so once. Half a
+ * configuration (a key without its pair, keys without a subject) is an error, never "off".
+ *
+ * The endpoint's target policy is the webhooks' (the same allow-lists, `webhook.allow_*`): the
+ * worker passes it in, and push adds its own list of push-service host patterns.
+ */
+import { Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
+import type { TargetPolicy } from "../outbound/OutboundTarget.ts"
+import {
+  envName,
+  InvalidConfig,
+  parseCount,
+  parseDurationWithin,
+  parseList,
+  setting,
+  variable,
+} from "../platform/BothyConfig.ts"
+import { defaultHostPatterns } from "./PushRegistration.ts"
+import * as PushVapid from "./PushVapid.ts"
+
+export interface PushSettings {
+  readonly vapid: PushVapid.VapidKeys
+  readonly policy: TargetPolicy
+  /** Push-service hosts a registration's endpoint may name (`PushRegistration.hostAllowed`). */
+  readonly hostPatterns: ReadonlyArray<string>
+  /** How long a push service keeps an undelivered message, and how long a failing one is retried. */
+  readonly ttl: Duration.Duration
+  /** Registrations not refreshed for this long are removed. */
+  readonly registrationMaxAge: Duration.Duration
+  /** Push deliveries a worker has in flight at once (its `push` queue's concurrency). */
+  readonly maxInFlight: number
+}
+
+export const defaults = {
+  ttl: Duration.days(1),
+  registrationMaxAge: Duration.days(60),
+  maxInFlight: 64,
+} as const
+
+export const keys = {
+  publicKey: "push.vapid_public_key",
+  privateKey: "push.vapid_private_key",
+  subject: "push.subject",
+} as const
+
+// 0 is RFC 8030's "deliver now or drop"; the big push services keep a message 4 weeks at most.
+const ttlBounds = parseDurationWithin({ min: Duration.zero, max: Duration.weeks(4) })
+// Browsers renew subscriptions rarely; below a day a user offline over a weekend loses theirs.
+const maxAgeBounds = parseDurationWithin({ min: Duration.days(1), max: Duration.days(3650) })
+
+const hostPatternsValid = (patterns: ReadonlyArray<string>) =>
+  patterns.length > 0 && patterns.every((p) => p === "*" || /^(\*\.)?[a-z0-9]([a-z0-9.-]*[a-z0-9])?$/i.test(p))
+    ? Result.succeed(patterns)
+    : Result.fail("expected host names, *.domain patterns, or * alone (any public host)")
+
+const optionalVariable = (key: string) =>
+  Effect.map(variable(envName(key), { key, unset: "to turn push off" }), Option.map(Redacted.value))
+
+/** The VAPID keys and subject from the environment; `None` when no key is given (push off). */
+const loadVapid = Effect.gen(function* () {
+  const publicKey = yield* optionalVariable(keys.publicKey)
+  const privateKey = yield* variable(envName(keys.privateKey), { key: keys.privateKey, unset: "to turn push off" })
+  const subject = yield* optionalVariable(keys.subject)
+  if (Option.isNone(publicKey) && Option.isNone(privateKey)) return Option.none()
+  if (Option.isNone(publicKey) || Option.isNone(privateKey) || Option.isNone(subject)) {
+    const missing = [
+      Option.isNone(publicKey) ? keys.publicKey : undefined,
+      Option.isNone(privateKey) ? keys.privateKey : undefined,
+      Option.isNone(subject) ? keys.subject : undefined,
+    ].filter((k) => k !== undefined)
+    return yield* new InvalidConfig({
+      keys: missing,
+      detail: `push needs ${missing.map((k) => `${envName(k)} (${k})`).join(" and ")} as well (bothy push keys makes a key pair), or none of the VAPID keys`,
+    })
+  }
+  const checked = PushVapid.check({
+    publicKey: publicKey.value.trim(),
+    privateKey: Redacted.make(Redacted.value(privateKey.value).trim()),
+    subject: subject.value,
+  })
+  if (Result.isFailure(checked)) {
+    const key = keys[checked.failure.field]
+    return yield* new InvalidConfig({ keys: [key], detail: `${envName(key)} (${key}): ${checked.failure.detail}` })
+  }
+  return Option.some(checked.success)
+})
+
+/** Push settings from the environment, `None` when push is off; `policy` is the webhooks'. */
+export const load = (policy: TargetPolicy) =>
+  Effect.gen(function* () {
+    const vapid = yield* loadVapid
+    if (Option.isNone(vapid)) return Option.none<PushSettings>()
+    const hostPatterns = yield* setting("push.hosts", defaultHostPatterns.join(","), (raw) =>
+      Result.flatMap(parseList(raw), hostPatternsValid),
+    )
+    return Option.some<PushSettings>({
+      vapid: vapid.value,
+      policy,
+      hostPatterns,
+      ttl: yield* setting("push.ttl", "1d", ttlBounds),
+      registrationMaxAge: yield* setting("push.registration_max_age", "60d", maxAgeBounds),
+      maxInFlight: yield* setting("push.max_in_flight", String(defaults.maxInFlight), parseCount(1, 10_000)),
+    })
+  })
+
+export class PushConfig extends Context.Service<PushConfig, PushSettings>()("bothy/PushConfig") {
+  static readonly layerWith = (settings: PushSettings) => Layer.succeed(PushConfig, settings)
+}

@@ -1,0 +1,26 @@
+/** Push metric names, each defined once. */
+import { Metric } from "effect"
+
+/**
+ * By `outcome`: delivered, gone (404/410: the registration was removed), unregistered (removed
+ * before the send), payload_too_large (413), config_error (400/401/403: a wrong VAPID key or
+ * payload format; pages), rejected (any other refusal), denied (no `push.deliver` right), expired
+ * (the TTL passed), retried (5xx or network), throttled (429), blocked (the endpoint's address is
+ * refused by the outbound policy).
+ */
+export const deliveries = Metric.counter("bothy.push.deliveries", {
+  description: "push delivery attempts by outcome",
+  incremental: true,
+})
+
+/** By `cause`: gone (the push service said so), stale (not refreshed for push.registration_max_age). */
+export const registrationsRemoved = Metric.counter("bothy.push.registrations_removed", {
+  description: "push registrations removed, by cause",
+  incremental: true,
+})
+
+/** Seconds from the event's commit to the push service's acceptance of its message. */
+export const handoffLatency = Metric.histogram("bothy.push.handoff_latency_seconds", {
+  description: "seconds from an event's commit to the push service accepting its message",
+  boundaries: Metric.exponentialBoundaries({ start: 0.001, factor: 2, count: 24 }),
+})

@@ -1,0 +1,119 @@
+/**
+ * The stored registrations: register (checked by `PushRegistration.check` against the configured
+ * policy and host patterns), list, remove, and the sweep of the ones their browser stopped
+ * refreshing.
+ *
+ * One row per endpoint: registering an endpoint again refreshes its row, under the principal who
+ * registered it last (a browser's subscription follows whoever signs in there). The sweep is the
+ * only cleanup some registrations ever get: a few push services answer 2xx for a subscription the
+ * user revoked, so status codes alone never remove it.
+ */
+import { Duration, Effect, Layer, Metric, Schedule, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import * as SqlInterval from "../platform/SqlInterval.ts"
+import { storableCheck } from "../platform/StorableText.ts"
+import { PushConfig } from "./PushConfig.ts"
+import * as PushMetrics from "./PushMetrics.ts"
+import { check, InvalidPushRegistration } from "./PushRegistration.ts"
+
+/** A principal as events and grants name one. */
+const Principal = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(200), storableCheck)
+
+export interface Registered {
+  readonly id: string
+  /** `false` when the endpoint was registered already and this refreshed it. */
+  readonly created: boolean
+}
+
+export interface StoredRegistration {
+  readonly id: string
+  readonly principal: string
+  readonly endpoint: string
+  readonly createdAt: Date
+  readonly refreshedAt: Date
+}
+
+const base64url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url")
+
+/** Registers `subscription` (a `PushSubscription.toJSON()` value) for `principal`, or refreshes it. */
+export const register = Effect.fn("PushRegistrations.register")(function* (principal: string, subscription: unknown) {
+  const config = yield* PushConfig
+  yield* Schema.decodeUnknownEffect(Principal)(principal).pipe(
+    Effect.mapError(
+      () =>
+        new InvalidPushRegistration({
+          field: "principal",
+          reason: "BadShape",
+          detail: "expected a non-empty principal of at most 200 characters",
+        }),
+    ),
+  )
+  const checked = yield* check(subscription, config.policy, config.hostPatterns)
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ id: string; created: boolean }>`
+    INSERT INTO push_registrations (principal, endpoint, p256dh, auth)
+    VALUES (${principal}, ${checked.endpoint.href}, ${base64url(checked.p256dh)}, ${base64url(checked.auth)})
+    ON CONFLICT (endpoint) DO UPDATE
+      SET principal = excluded.principal, p256dh = excluded.p256dh, auth = excluded.auth,
+          refreshed_at = clock_timestamp()
+    RETURNING id::text AS id, (xmax = 0) AS created`
+  return rows[0]! satisfies Registered
+})
+
+/** The registrations of `principal`, newest first. */
+export const list = Effect.fn("PushRegistrations.list")(function* (principal: string) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<StoredRegistration>`
+    SELECT id::text AS id, principal, endpoint, created_at AS "createdAt", refreshed_at AS "refreshedAt"
+    FROM push_registrations WHERE principal = ${principal} ORDER BY id DESC`
+})
+
+/** Removes the registration of `endpoint` (a browser unsubscribed); whether there was one. */
+export const unregister = Effect.fn("PushRegistrations.unregister")(function* (endpoint: string) {
+  const sql = yield* SqlClient.SqlClient
+  const href = URL.canParse(endpoint) ? new URL(endpoint).href : endpoint
+  const rows = yield* sql`DELETE FROM push_registrations WHERE endpoint = ${href} RETURNING id`
+  return rows.length > 0
+})
+
+/** Removes the registrations not refreshed for `maxAge` (by the database's clock, which wrote `refreshed_at`). */
+export const removeStale = Effect.fn("PushRegistrations.removeStale")(function* (maxAge: Duration.Duration) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ n: number }>`
+    WITH gone AS (
+      DELETE FROM push_registrations
+      WHERE refreshed_at < clock_timestamp() - ${SqlInterval.millis(sql, Duration.toMillis(maxAge))}
+      RETURNING 1
+    )
+    SELECT count(*)::int AS n FROM gone`
+  const removed = rows[0]?.n ?? 0
+  if (removed > 0) {
+    yield* Metric.update(Metric.withAttributes(PushMetrics.registrationsRemoved, { cause: "stale" }), removed)
+    yield* Effect.logInfo(
+      `push: removed ${removed} registrations not refreshed for ${Duration.format(maxAge)} (push.registration_max_age)`,
+    )
+  }
+  return removed
+})
+
+/** How often the worker sweeps stale registrations. */
+export const sweepInterval = Duration.hours(1)
+
+/**
+ * Sweeps stale registrations at start and every `sweepInterval` (by `Clock`), for as long as the
+ * layer lives; `onSwept` hears how many each sweep removed (tests wait on it).
+ */
+export const sweepWith = (options: { readonly onSwept?: (removed: number) => Effect.Effect<void> } = {}) =>
+  Layer.effectDiscard(
+    Effect.gen(function* () {
+      const { registrationMaxAge } = yield* PushConfig
+      yield* removeStale(registrationMaxAge).pipe(
+        Effect.tap((removed) => options.onSwept?.(removed) ?? Effect.void),
+        Effect.catchCause((cause) => Effect.logError("push: the sweep of stale registrations failed", cause)),
+        Effect.repeat(Schedule.spaced(sweepInterval)),
+        Effect.forkScoped,
+      )
+    }),
+  )
+
+export const sweep = sweepWith()

@@ -1,0 +1,92 @@
+import { createECDH, randomBytes } from "node:crypto"
+import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import * as Consumer from "../../src/consumer/Consumer.ts"
+import { EventLog } from "../../src/log/EventLog.ts"
+import * as PushAudience from "../../src/push/PushAudience.ts"
+import * as PushFanOut from "../../src/push/PushFanOut.ts"
+import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
+import * as TestPush from "../support/TestPush.ts"
+
+const browser = () => {
+  const ecdh = createECDH("prime256v1")
+  ecdh.generateKeys()
+  return {
+    endpoint: `http://127.0.0.1:9/push/${randomBytes(6).toString("hex")}`,
+    keys: { p256dh: ecdh.getPublicKey().toString("base64url"), auth: randomBytes(16).toString("base64url") },
+  }
+}
+
+/**
+ * s1: alice, bob, carol, dave; s2: erin. carol muted s1, dave muted item.created everywhere, frank
+ * is in no space. bob has two browsers, everyone else one.
+ */
+const world = Effect.gen(function* () {
+  for (const p of ["alice", "bob", "carol", "dave"]) yield* PushAudience.join("s1", p)
+  yield* PushAudience.join("s2", "erin")
+  yield* PushAudience.mute("carol", { space: "s1" })
+  yield* PushAudience.mute("dave", { type: "item.created" })
+  const reg: Record<string, Array<string>> = {}
+  for (const p of ["alice", "bob", "bob", "carol", "dave", "erin", "frank"]) {
+    reg[p] = [...(reg[p] ?? []), (yield* PushRegistrations.register(p, browser())).id]
+  }
+  const log = yield* EventLog
+  yield* log.append([
+    { space: "s1", type: "item.created", actor: "alice", payload: {} },
+    { space: "s1", type: "item.deleted", actor: "bob", payload: {} },
+    { space: "s2", type: "item.created", actor: "alice", payload: {} },
+    { space: "s3", type: "item.created", actor: "alice", payload: {} },
+  ])
+  const head = (yield* log.head).seq
+  const [e1, e2, e3] = [head - 3n, head - 2n, head - 1n]
+  // e1: bob's two (alice acted, carol muted s1, dave muted the type); e2: alice and dave (bob
+  // acted, carol muted s1); e3: erin; e4: nobody is in s3.
+  const expected = [
+    ...reg.alice!.map((r) => `${r}:${e2}`),
+    ...reg.bob!.map((r) => `${r}:${e1}`),
+    ...reg.dave!.map((r) => `${r}:${e2}`),
+    ...reg.erin!.map((r) => `${r}:${e3}`),
+  ].sort()
+  return { expected, reg }
+})
+
+const made = Effect.map(TestPush.jobs, (jobs) => jobs.map((j) => `${j.registration}:${j.seq}`).sort())
+
+const resetCursor = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => sql`UPDATE event_consumer_cursors SET last_seq = (SELECT value FROM event_seq) - 4 WHERE name = 'push'`,
+)
+
+layer(TestPush.layer(), { excludeTestServices: true })("PushFanOut", (it) => {
+  it.effect(
+    "PushAudienceMembersNotActorNotMuted: one push.deliver job per registration of each member of the event's space, none for the actor, for members who muted the space or the type, or for non-members; unique per (registration, seq) when a round runs again",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const { expected } = yield* world
+        const first = yield* TestPush.round()
+        assert.strictEqual(first._tag, "Processed")
+        assert.deepStrictEqual(yield* made, expected)
+        const keys = (yield* TestPush.jobs).map((j) => j.uniqueKey)
+        assert.isTrue(keys.every((k) => k.startsWith("push:")))
+
+        // The round again over the same events (a cursor moved back by hand): nothing doubles.
+        yield* resetCursor
+        const again = yield* TestPush.round()
+        assert.strictEqual(again._tag, "Processed")
+        if (again._tag === "Processed") assert.strictEqual(again.jobs, 0)
+        assert.deepStrictEqual(yield* made, expected)
+
+        // A host's audience that does not answer in SQL (the transactional round) makes the same jobs.
+        yield* sql`DELETE FROM jobs`
+        yield* resetCursor
+        const sqlAudience = yield* PushAudience.PushAudience
+        const host: PushAudience.PushAudienceShape = { recipients: sqlAudience.recipients }
+        const round = yield* Consumer.makeRound(PushFanOut.roundOptions(host, TestPush.settings().ttl, 2))
+        assert.strictEqual((yield* round)._tag, "Processed")
+        assert.strictEqual((yield* round)._tag, "Processed")
+        assert.deepStrictEqual(yield* made, expected)
+      }),
+  )
+})

@@ -1,0 +1,73 @@
+/**
+ * The push services on a fresh test database: a fresh VAPID key pair, http to loopback allowed and
+ * any host pattern (the push services are local), the default audience and grants; and the `push`
+ * consumer's round, run by hand so a test can act between round and job.
+ */
+import { type Duration, Effect, Layer, Redacted, Result } from "effect"
+import { SqlClient } from "effect/sql"
+import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
+import * as Consumer from "../../src/consumer/Consumer.ts"
+import { Jobs } from "../../src/jobs/Jobs.ts"
+import { EventLog } from "../../src/log/EventLog.ts"
+import { NotificationStream } from "../../src/platform/NotificationStream.ts"
+import * as PushAudience from "../../src/push/PushAudience.ts"
+import { defaults, PushConfig, type PushSettings } from "../../src/push/PushConfig.ts"
+import * as PushFanOut from "../../src/push/PushFanOut.ts"
+import * as PushVapid from "../../src/push/PushVapid.ts"
+import * as TestDatabase from "./TestDatabase.ts"
+
+export const subject = "mailto:push-tests@example.com"
+
+/** A fresh, checked VAPID key pair with the tests' subject. */
+export const vapidKeys = (): PushVapid.VapidKeys => {
+  const pair = PushVapid.generate()
+  const checked = PushVapid.check({ ...pair, privateKey: Redacted.make(pair.privateKey), subject })
+  if (Result.isFailure(checked)) throw new Error(checked.failure.message)
+  return checked.success
+}
+
+export const settings = (overrides: Partial<PushSettings> = {}): PushSettings => ({
+  vapid: vapidKeys(),
+  policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
+  hostPatterns: ["*"],
+  ttl: defaults.ttl,
+  registrationMaxAge: defaults.registrationMaxAge,
+  maxInFlight: defaults.maxInFlight,
+  ...overrides,
+})
+
+export const layer = (overrides: Partial<PushSettings> = {}) =>
+  Layer.mergeAll(
+    PermissionGrants.layer,
+    PushAudience.layer,
+    EventLog.layer,
+    Jobs.layer,
+    NotificationStream.layer(),
+  ).pipe(Layer.provideMerge(PushConfig.layerWith(settings(overrides))), Layer.provideMerge(TestDatabase.layer()))
+
+/** One round of the `push` consumer (the one-statement round when the audience answers in SQL). */
+export const round = (batchSize = 10_000, ttl?: Duration.Duration) =>
+  Effect.gen(function* () {
+    const audience = yield* PushAudience.PushAudience
+    const config = yield* PushConfig
+    return yield* yield* Consumer.makeRound(PushFanOut.roundOptions(audience, ttl ?? config.ttl, batchSize))
+  })
+
+export interface PushJob {
+  readonly id: string
+  readonly registration: string
+  readonly seq: string
+  readonly state: string
+  readonly uniqueKey: string
+  readonly errors: ReadonlyArray<{ readonly kind: string; readonly message: string }>
+}
+
+/** The `push.deliver` jobs, in order of registration and seq. */
+export const jobs = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<PushJob>`
+    SELECT id::text AS id, args ->> 'registration' AS registration, args ->> 'seq' AS seq, state::text AS state,
+           unique_key AS "uniqueKey", errors
+    FROM jobs WHERE kind = ${PushFanOut.deliverKind}
+    ORDER BY (args ->> 'registration')::bigint, (args ->> 'seq')::bigint`
+})
