@@ -13,7 +13,7 @@
  *   the job queue and clock skew eat into it). It holds at most `maxOrigins` origins, dropping the
  *   one signed longest ago.
  */
-import { createECDH } from "node:crypto"
+import { createECDH, ECDH } from "node:crypto"
 import { Clock, Duration, Effect, Redacted, Result, Schema } from "effect"
 import webpush from "web-push"
 
@@ -54,7 +54,7 @@ const publicKeyBytes = (text: string): Result.Result<Buffer, InvalidVapidKeys> =
   if (bytes.length !== 65 || bytes[0] !== 0x04)
     return refuse("publicKey", `${bytes.length} bytes; an uncompressed P-256 point is 65, starting with 0x04`)
   try {
-    createECDH("prime256v1").computeSecret(bytes)
+    ECDH.convertKey(bytes, "prime256v1")
   } catch {
     return refuse("publicKey", "not a point on P-256")
   }
