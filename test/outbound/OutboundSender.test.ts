@@ -304,4 +304,21 @@ describe("OutboundSender", () => {
       assert.lengthOf(server.received(), 1)
     }),
   )
+
+  it.live("a binary body (an encrypted push message) is sent byte for byte, its size limit counted in bytes", () =>
+    Effect.gen(function* () {
+      const bytes = Uint8Array.from({ length: 256 }, (_, i) => i)
+      let arrived: Buffer | undefined
+      const server = yield* LoopbackServer.http((_request, response, _body, raw) => {
+        arrived = raw
+        response.writeHead(201).end()
+      })
+      const sent = yield* send({ url: server.origin, headers: {}, body: bytes }, local, { maxRequestBytes: 256 })
+      assert.strictEqual(sent.status, 201)
+      assert.deepStrictEqual(arrived, Buffer.from(bytes))
+      const over = yield* send({ url: server.origin, headers: {}, body: bytes }, local, { maxRequestBytes: 255 })
+      assert.strictEqual(over.errorClass, "too_large")
+      assert.lengthOf(server.received(), 1)
+    }),
+  )
 })

@@ -27,7 +27,8 @@ export interface LoopbackServer {
   readonly received: () => ReadonlyArray<Received>
 }
 
-type Handler = (request: IncomingMessage, response: ServerResponse, body: string) => void
+/** `body` is the request body as UTF-8; `bytes` as it arrived (an encrypted push message is binary). */
+type Handler = (request: IncomingMessage, response: ServerResponse, body: string, bytes: Buffer) => void
 
 const listening = <S extends TcpServer>(make: () => S, scheme: string, withBodies: boolean, handler: Handler) =>
   Effect.acquireRelease(
@@ -46,9 +47,10 @@ const listening = <S extends TcpServer>(make: () => S, scheme: string, withBodie
           const chunks: Array<Buffer> = []
           request.on("data", (chunk: Buffer) => chunks.push(chunk))
           request.on("end", () => {
-            const body = Buffer.concat(chunks).toString("utf8")
+            const bytes = Buffer.concat(chunks)
+            const body = bytes.toString("utf8")
             received.push({ method: request.method ?? "", url: request.url ?? "", headers: request.headers, body })
-            handler(request, response, body)
+            handler(request, response, body, bytes)
           })
         })
       }
