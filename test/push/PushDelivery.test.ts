@@ -1,7 +1,7 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Metric, Queue } from "effect"
-import { TestClock } from "effect/testing"
+import { Duration, Effect, Metric, Queue, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { pushDeliver } from "../../src/authz/Permissions.ts"
 import type { Reported } from "../../src/jobs/JobCompleter.ts"
@@ -16,7 +16,7 @@ import { member, outcomes, startWorker } from "../support/TestPushWorker.ts"
 const counter = (metric: typeof PushMetrics.deliveries, attributes: Record<string, string>) =>
   Effect.map(Metric.value(Metric.withAttributes(metric, attributes)), (state) => state.count)
 
-const append = (space: string, type: string, actor: string, payload: object = {}) =>
+const append = (space: string, type: string, actor: string, payload: Schema.Json = {}) =>
   Effect.gen(function* () {
     const log = yield* EventLog
     yield* log.append([{ space, type, actor, payload }])
@@ -86,8 +86,10 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushDelivery", (it) => {
         assert.isTrue(ttl > 86_000 && ttl <= 86_400, `TTL ${ttl}`)
         assert.strictEqual(first.vapid.aud, service.url)
         assert.strictEqual(first.vapid.sub, TestPush.subject)
+        const states = yield* jobStates
+        assert.strictEqual(states.length, expected.length)
         assert.isTrue(
-          (yield* jobStates).every((s) => s.endsWith(":completed")),
+          states.every((s) => s.endsWith(":completed")),
           "every job completed",
         )
       }).pipe(Effect.scoped),
@@ -109,10 +111,7 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushDelivery", (it) => {
         const done = yield* outcomes(finalized, 2)
         const [message] = yield* service.take(1)
         assert.strictEqual(message!.subscriptionId, kept!.browser.id)
-        assert.deepStrictEqual(
-          done.map((d) => d.outcome._tag).sort(),
-          ["Cancelled", "Completed"],
-        )
+        assert.deepStrictEqual(done.map((d) => d.outcome._tag).sort(), ["Cancelled", "Completed"])
         assert.isFalse(service.log.delivered.some((m) => m.subscriptionId === revoked!.browser.id))
         assert.strictEqual(service.log.rejected.length, 0)
         const jobs = yield* TestPush.jobs
@@ -152,7 +151,7 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushDelivery", (it) => {
         const service = yield* PushService.start()
         const browsers = yield* member(service, "s4", "hal", 3)
         const statuses = [400, 401, 403] as const
-        browsers.forEach((b, i) => service.script(b.browser.id, [{ status: statuses[i]! }]))
+        for (const [i, b] of browsers.entries()) service.script(b.browser.id, [{ status: statuses[i]! }])
         // These browsers subscribed with another server key than the one the worker signs with.
         const strict = yield* PushService.start({ applicationServerKey: TestPush.vapidKeys().publicKey })
         const [mismatched] = yield* member(strict, "s4", "ivy")
@@ -210,7 +209,10 @@ layer(TestPush.layer({ ttl: Duration.minutes(3) }), { excludeTestServices: true 
         const [flaky] = yield* member(service, "s6", "jo")
         const [down] = yield* member(service, "s7", "kai")
         service.script(flaky!.browser.id, [{ status: 500 }, { status: 429, retryAfter: "120" }, { status: 201 }])
-        service.script(down!.browser.id, Array.from({ length: 10 }, () => ({ status: 503 as const })))
+        service.script(
+          down!.browser.id,
+          Array.from({ length: 10 }, () => ({ status: 503 as const })),
+        )
         yield* append("s6", "card.created", "someone")
         yield* append("s7", "card.created", "someone")
         yield* TestPush.round()
@@ -220,7 +222,9 @@ layer(TestPush.layer({ ttl: Duration.minutes(3) }), { excludeTestServices: true 
         const byJob = new Map<string, string>()
         for (const j of yield* TestPush.jobs) byJob.set(j.id, j.registration === flaky!.registration ? "flaky" : "down")
         const take = (n: number) =>
-          Effect.map(outcomes(finalized, n), (rs) => rs.map((r) => `${byJob.get(r.id.toString())}:${r.outcome._tag}`).sort())
+          Effect.map(outcomes(finalized, n), (rs) =>
+            rs.map((r) => `${byJob.get(r.id.toString())}:${r.outcome._tag}`).sort(),
+          )
 
         assert.deepStrictEqual(yield* take(2), ["down:Retry", "flaky:Retry"])
         yield* TestClock.adjust("9 seconds")
