@@ -8,6 +8,7 @@
  */
 import { Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
 import type { TargetPolicy } from "../outbound/OutboundTarget.ts"
+import * as TargetPolicyConfig from "../outbound/TargetPolicyConfig.ts"
 import {
   envName,
   InvalidConfig,
@@ -105,6 +106,19 @@ export const load = (policy: TargetPolicy) =>
     })
   })
 
+/** For a host app, which needs push on (to register browsers, it hands them the public key). */
+export const loadOn = Effect.gen(function* () {
+  const settings = yield* load(yield* TargetPolicyConfig.load)
+  if (Option.isSome(settings)) return settings.value
+  const all = [keys.publicKey, keys.privateKey, keys.subject]
+  return yield* new InvalidConfig({
+    keys: all,
+    detail: `push is off: set ${all.map(envName).join(", ")} (bothy push keys makes a key pair)`,
+  })
+})
+
 export class PushConfig extends Context.Service<PushConfig, PushSettings>()("bothy/PushConfig") {
+  /** From the environment (the target policy too); push must be on. */
+  static readonly layer = Layer.effect(PushConfig, loadOn)
   static readonly layerWith = (settings: PushSettings) => Layer.succeed(PushConfig, settings)
 }

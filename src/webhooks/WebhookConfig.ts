@@ -8,15 +8,14 @@ import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "no
 import { dirname } from "node:path"
 import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
 import * as SecretBox from "../crypto/SecretBox.ts"
-import { allowHttpLoopbackKey, invalidCidrs, invalidHosts, type TargetPolicy } from "../outbound/OutboundTarget.ts"
+import type { TargetPolicy } from "../outbound/OutboundTarget.ts"
+import * as TargetPolicyConfig from "../outbound/TargetPolicyConfig.ts"
 import {
   BothyConfig,
   envName,
   InvalidConfig,
   parseCount,
   parseDurationWithin,
-  parseFlag,
-  parseList,
   setting,
 } from "../platform/BothyConfig.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
@@ -87,39 +86,13 @@ export const keyOrFile = (file: string) =>
     )
   })
 
-const policyKeys = {
-  allowHttpLoopback: allowHttpLoopbackKey,
-  allowCidrs: "webhook.allow_cidrs",
-  allowHosts: "webhook.allow_hosts",
-} as const
-
-/**
- * Refuses allow-list entries that do not parse, which would otherwise match nothing and leave
- * the operator wondering why a target is still refused.
- */
-export const checkPolicy = (policy: TargetPolicy): Effect.Effect<TargetPolicy, InvalidConfig> => {
-  const bad = (key: "allowCidrs" | "allowHosts", entries: ReadonlyArray<string>, expected: string) =>
-    new InvalidConfig({
-      keys: [policyKeys[key]],
-      detail: `${envName(policyKeys[key])} (${policyKeys[key]}): ${entries.map((e) => JSON.stringify(e)).join(", ")} ${entries.length === 1 ? "is" : "are"} not ${expected}`,
-    })
-  const cidrs = invalidCidrs(policy.allowCidrs)
-  if (cidrs.length > 0)
-    return Effect.fail(bad("allowCidrs", cidrs, "an IP address or CIDR range (10.1.0.0/16, fd00::/8)"))
-  const hosts = invalidHosts(policy.allowHosts)
-  if (hosts.length > 0)
-    return Effect.fail(bad("allowHosts", hosts, "a host name or IP address (no port, path or wildcard)"))
-  return Effect.succeed(policy)
-}
+/** See `TargetPolicyConfig.check`. */
+export const checkPolicy = TargetPolicyConfig.check
 
 export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig> = SecretBox.loadKey) =>
   Effect.gen(function* () {
     const key = yield* secretKey
-    const policy = yield* checkPolicy({
-      allowHttpLoopback: yield* setting(policyKeys.allowHttpLoopback, "false", parseFlag),
-      allowCidrs: yield* setting(policyKeys.allowCidrs, "", parseList),
-      allowHosts: yield* setting(policyKeys.allowHosts, "", parseList),
-    })
+    const policy = yield* TargetPolicyConfig.load
     const maxInFlight = yield* setting(
       "webhook.max_in_flight",
       String(deliveryDefaults.maxInFlight),
