@@ -1,3 +1,4 @@
+import { createPrivateKey, sign } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Fiber, Redacted, Result } from "effect"
 import { TestClock } from "effect/testing"
@@ -44,6 +45,25 @@ const input = (
 /** Builds the request and sends it to the push service, as the `push.deliver` job will. */
 const deliver = (request: PushRequest.PushRequestInput) =>
   Effect.flatMap(PushRequest.build(request), (built) => send(built, policy))
+
+/** An ES256 VAPID header for any claims, signed with node:crypto (web-push validates what it signs). */
+const signToken = (keys: PushVapid.VapidKeys, claims: Record<string, unknown>) => {
+  const point = Buffer.from(keys.publicKey, "base64url")
+  const key = createPrivateKey({
+    key: {
+      kty: "EC",
+      crv: "P-256",
+      x: point.subarray(1, 33).toString("base64url"),
+      y: point.subarray(33).toString("base64url"),
+      d: Redacted.value(keys.privateKey),
+    },
+    format: "jwk",
+  })
+  const part = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url")
+  const unsigned = `${part({ typ: "JWT", alg: "ES256" })}.${part(claims)}`
+  const signature = sign("sha256", Buffer.from(unsigned), { key, dsaEncoding: "ieee-p1363" }).toString("base64url")
+  return `vapid t=${unsigned}.${signature}, k=${keys.publicKey}`
+}
 
 const refusal = (input: Parameters<typeof PushVapid.check>[0]) => {
   const checked = PushVapid.check(input)
@@ -294,12 +314,19 @@ describe("PushService", () => {
           1000,
         ).Authorization
         const otherOrigin = yield* (yield* PushVapid.makeTokenCache(keys)).authorization("https://fcm.googleapis.com")
+        // web-push refuses to sign this far ahead, so the test signs it itself.
+        const tooLong = signToken(keys, {
+          aud: origin,
+          exp: Math.floor(Date.now() / 1000) + 25 * 60 * 60,
+          sub: subject,
+        })
 
         const cases = [
           [wrongKey, "applicationServerKey"],
           [forged, "signature"],
           [expired, "has passed"],
           [otherOrigin, "aud"],
+          [tooLong, "more than 24 h ahead"],
         ] as const
         for (const [authorization, reason] of cases) {
           const result = yield* deliver(input(browser, authorization))
