@@ -8,7 +8,8 @@ import { Clock, Duration, Effect } from "effect"
 
 const keep = 10_000
 
-export const make = (interval: Duration.Input) => {
+/** `log` is the level's logger (`Effect.logError` for what must page). */
+export const make = (interval: Duration.Input, log: (message: string) => Effect.Effect<void> = Effect.logWarning) => {
   const millis = Duration.toMillis(Duration.fromInputUnsafe(interval))
   const last = new Map<string, number>()
   return (key: string, message: string) =>
@@ -18,6 +19,6 @@ export const make = (interval: Duration.Input) => {
       if (at !== undefined && now - at < millis) return
       if (last.size >= keep) for (const [k, t] of last) if (now - t >= millis) last.delete(k)
       last.set(key, now)
-      yield* Effect.logWarning(message)
+      yield* log(message)
     })
 }

@@ -18,6 +18,7 @@ import { SqlClient } from "effect/sql"
 import { Permissions, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
+import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import { PushConfig } from "./PushConfig.ts"
 import * as PushEnvelope from "./PushEnvelope.ts"
 import { deliverKind } from "./PushFanOut.ts"
@@ -75,6 +76,8 @@ export const make = Effect.gen(function* () {
   const tokens = yield* PushVapid.makeTokenCache(config.vapid)
   const connections = yield* OutboundSender.connections(config.policy, sendLimits)
   const ttlMillis = Duration.toMillis(config.ttl)
+  // Once a minute per push service: a wrong VAPID key fails every message to it.
+  const configError = ThrottledWarnings.make("1 minute", Effect.logError)
 
   const read = (args: typeof DeliverArgs.Type) => {
     const allowed =
@@ -150,8 +153,10 @@ export const make = Effect.gen(function* () {
         return yield* new PushServiceUnavailable({ reason: verdict.reason })
       case "Dead":
         if (verdict.outcome === "config_error") {
-          yield* Effect.logError(
-            `push: ${verdict.reason} (registration ${args.registration} kept; every push to ${new URL(endpoint).host} is likely refused)`,
+          const host = new URL(endpoint).host
+          yield* configError(
+            host,
+            `push: ${host}: ${verdict.reason} (registration ${args.registration} kept; every push to it is likely refused; counted in bothy.push.deliveries{outcome="config_error"})`,
           )
         }
         return yield* dead(verdict.outcome, verdict.reason)

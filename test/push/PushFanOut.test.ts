@@ -1,4 +1,3 @@
-import { createECDH, randomBytes } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
@@ -8,15 +7,6 @@ import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
 import * as TestPush from "../support/TestPush.ts"
-
-const browser = () => {
-  const ecdh = createECDH("prime256v1")
-  ecdh.generateKeys()
-  return {
-    endpoint: `http://127.0.0.1:9/push/${randomBytes(6).toString("hex")}`,
-    keys: { p256dh: ecdh.getPublicKey().toString("base64url"), auth: randomBytes(16).toString("base64url") },
-  }
-}
 
 /**
  * s1: alice, bob, carol, dave; s2: erin. carol muted s1, dave muted item.created everywhere, frank
@@ -29,7 +19,7 @@ const world = Effect.gen(function* () {
   yield* PushAudience.mute("dave", { type: "item.created" })
   const reg: Record<string, Array<string>> = {}
   for (const p of ["alice", "bob", "bob", "carol", "dave", "erin", "frank"]) {
-    reg[p] = [...(reg[p] ?? []), (yield* PushRegistrations.register(p, browser())).id]
+    reg[p] = [...(reg[p] ?? []), (yield* PushRegistrations.register(p, TestPush.unheardSubscription())).id]
   }
   const log = yield* EventLog
   yield* log.append([

@@ -1,4 +1,3 @@
-import { createECDH, randomBytes } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Exit, Layer, Option, Queue } from "effect"
 import { SqlClient } from "effect/sql"
@@ -7,14 +6,6 @@ import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
 import * as TestPush from "../support/TestPush.ts"
 
 /** A subscription as a browser's `toJSON()` gives it, on a loopback endpoint nobody listens on. */
-const browser = (path = randomBytes(6).toString("hex")) => {
-  const ecdh = createECDH("prime256v1")
-  ecdh.generateKeys()
-  return {
-    endpoint: `http://127.0.0.1:9/push/${path}`,
-    keys: { p256dh: ecdh.getPublicKey().toString("base64url"), auth: randomBytes(16).toString("base64url") },
-  }
-}
 
 const count = Effect.flatMap(
   SqlClient.SqlClient,
@@ -27,7 +18,7 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushRegistrations", (it)
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const subscription = browser()
+        const subscription = TestPush.unheardSubscription()
         const first = yield* PushRegistrations.register("alice", subscription)
         assert.isTrue(first.created)
         yield* sql`UPDATE push_registrations SET refreshed_at = refreshed_at - interval '1 day' WHERE id = ${first.id}::bigint`
@@ -51,7 +42,7 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushRegistrations", (it)
   it.effect("PushRegistrationRefusesBadPrincipal: an empty principal is a typed error and stores nothing", () =>
     Effect.gen(function* () {
       const before = (yield* count)[0]!.n
-      const exit = yield* Effect.exit(PushRegistrations.register("", browser()))
+      const exit = yield* Effect.exit(PushRegistrations.register("", TestPush.unheardSubscription()))
       assert.isTrue(Exit.isFailure(exit))
       assert.include(String(Exit.isFailure(exit) ? exit.cause : ""), "principal")
       assert.strictEqual((yield* count)[0]!.n, before)
@@ -65,9 +56,9 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushRegistrations sweep"
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const stale = yield* PushRegistrations.register("alice", browser())
-        const nearly = yield* PushRegistrations.register("alice", browser())
-        const fresh = yield* PushRegistrations.register("bob", browser())
+        const stale = yield* PushRegistrations.register("alice", TestPush.unheardSubscription())
+        const nearly = yield* PushRegistrations.register("alice", TestPush.unheardSubscription())
+        const fresh = yield* PushRegistrations.register("bob", TestPush.unheardSubscription())
         const swept = yield* Queue.unbounded<number>()
         yield* Layer.build(PushRegistrations.sweepWith({ onSwept: (n) => Queue.offer(swept, n) }))
         // The sweep at start finds nothing old.

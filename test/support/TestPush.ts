@@ -3,6 +3,7 @@
  * any host pattern (the push services are local), the default audience and grants; and the `push`
  * consumer's round, run by hand so a test can act between round and job.
  */
+import { randomBytes } from "node:crypto"
 import { type Duration, Effect, Layer, Redacted, Result } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
@@ -14,9 +15,16 @@ import * as PushAudience from "../../src/push/PushAudience.ts"
 import { defaults, PushConfig, type PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
+import * as PushService from "./PushService.ts"
 import * as TestDatabase from "./TestDatabase.ts"
 
 export const subject = "mailto:push-tests@example.com"
+
+/** A subscription as a browser's `toJSON()` gives it, on a loopback endpoint nobody listens on. */
+export const unheardSubscription = () => ({
+  endpoint: `http://127.0.0.1:9/push/${randomBytes(6).toString("hex")}`,
+  keys: PushService.browserKeys().keys,
+})
 
 /** A fresh, checked VAPID key pair with the tests' subject. */
 export const vapidKeys = (): PushVapid.VapidKeys => {
