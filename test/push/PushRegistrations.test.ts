@@ -5,8 +5,6 @@ import { TestClock } from "effect/testing"
 import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
 import * as TestPush from "../support/TestPush.ts"
 
-/** A subscription as a browser's `toJSON()` gives it, on a loopback endpoint nobody listens on. */
-
 const count = Effect.flatMap(
   SqlClient.SqlClient,
   (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM push_registrations`,
