@@ -1,8 +1,9 @@
 /**
  * What `bothy worker` runs, composed in one place (the only module besides a host app that knows
- * every part): log partition maintenance, the `webhooks` consumer, the `push` consumer with its
- * registration sweep (when push is on), and the job runtime with the delivery jobs, over one connection pool and one shared LISTEN connection. Nothing of it
- * starts before the sealing key is checked against the database's (`SealingKeyCheck`).
+ * every part): retention of the log (partitions created ahead, old days detached and dropped), the
+ * `webhooks` consumer, the `push` consumer with its registration sweep (when push is on), and the
+ * job runtime with the delivery jobs, over one connection pool and one shared LISTEN connection.
+ * Nothing of it starts before the sealing key is checked against the database's (`SealingKeyCheck`).
  */
 import { Effect, Layer, Option } from "effect"
 import * as PermissionGrants from "../authz/PermissionGrants.ts"
@@ -10,7 +11,7 @@ import * as SealingKeyCheck from "../crypto/SealingKeyCheck.ts"
 import { Jobs } from "../jobs/Jobs.ts"
 import * as JobWorker from "../jobs/JobWorker.ts"
 import { EventLog } from "../log/EventLog.ts"
-import * as EventLogPartitions from "../log/EventLogPartitions.ts"
+import * as Retention from "../log/Retention.ts"
 import { BothyConfig, type Settings } from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import { NotificationStream } from "../platform/NotificationStream.ts"
@@ -73,7 +74,7 @@ export const layer = (
   push: Option.Option<PushSettings> = Option.none(),
 ) =>
   Layer.mergeAll(
-    EventLogPartitions.maintain,
+    Retention.layer({ retention: settings.sync.eventRetention }),
     WebhookFanOut.layer({
       batchSize: settings.consumer.batchSize,
       pollInterval: settings.consumer.pollInterval,

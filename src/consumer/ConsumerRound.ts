@@ -124,7 +124,7 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
   // Lock and read in one statement: the round is BEGIN, this, the fan-out's own statements, the
   // job insert with the cursor update, COMMIT.
   const lockCursor = sql`
-    SELECT last_seq FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED`
+    SELECT last_seq, last_at FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED`
 
   const body = Effect.gen(function* () {
     // One more than a batch: tells whether more is waiting, and how old it is, for the gauges.
@@ -140,6 +140,8 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
     if (toSeq === last) return yield* new NothingToCommit({ outcome: { _tag: "CaughtUp", lastSeq: last } })
 
     for (const range of lost) yield* options.onLoss(range)
+    // The batch's newest time (to the millisecond, rounded down: still a lower bound of what follows).
+    const lastAt = batch.at(-1)?.occurredAt.toISOString() ?? "-infinity"
     const wanted = batch.length > 0 ? yield* options.fanOut(batch as Arr.NonEmptyReadonlyArray<Event>) : []
     const traceParents = new Map(batch.map((e) => [e.seq, e.traceParent]))
     const inserted = yield* jobs.insert(
@@ -155,7 +157,9 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
       })),
       {
         alongside: sql`
-          UPDATE event_consumer_cursors SET last_seq = ${toSeq}, updated_at = clock_timestamp() WHERE name = ${name}`,
+          UPDATE event_consumer_cursors
+          SET last_seq = ${toSeq}, last_at = greatest(last_at, ${lastAt}::timestamptz), updated_at = clock_timestamp()
+          WHERE name = ${name}`,
       },
     )
     return {

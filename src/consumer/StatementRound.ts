@@ -5,7 +5,8 @@
  * framework writes the rest:
  *
  *   c         lock the cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> no row: Locked
- *   read      the batch after last_seq, plus one event (is more waiting, and since when)
+ *   read      the batch after last_seq, plus one event (is more waiting, and since when); bounded
+ *             below by the cursor's last_at, so only the day partitions that can hold it are read
  *   pos, go   the head; go = the batch follows the cursor without a hole and nothing is missing
  *             up to the head
  *   ev        the batch when go, else empty
@@ -27,7 +28,7 @@ import { type RoundOutcome, uniqueKeySql } from "./ConsumerRound.ts"
 
 /**
  * A consumer's fan-out as SQL. `ctes` follow `ev (seq bigint, space text, type text, epoch int,
- * trace_parent text, actor text)`, the batch's events (empty when the round writes nothing), do the consumer's
+ * trace_parent text, actor text, occurred_at timestamptz)`, the batch's events (empty when the round writes nothing), do the consumer's
  * own writes, and end in `wanted (seq bigint, receiver text, kind text, queue text, args jsonb,
  * max_attempts int)`: one row per job, for the event `seq` and the receiver `receiver` (its unique
  * key's parts); a NULL queue or max_attempts takes the job default. The job gets the event's
@@ -91,25 +92,26 @@ export const make = (
     const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
     const rows = yield* sql<Row>`
       WITH c AS MATERIALIZED (
-        SELECT last_seq FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
+        SELECT last_seq, last_at FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
       ), read AS MATERIALIZED (
         SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
                row_number() OVER (ORDER BY e.seq) AS n
         FROM c CROSS JOIN LATERAL (
           SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log
-          WHERE seq > c.last_seq ORDER BY seq LIMIT ${batchSize + 1}
+          WHERE seq > c.last_seq AND occurred_at >= c.last_at ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
       ), pos AS MATERIALIZED (
         SELECT c.last_seq AS after, h.value AS head, h.epoch AS head_epoch,
                (SELECT count(*) FROM read WHERE n <= ${batchSize})::int AS events,
                (SELECT max(seq) FROM read WHERE n <= ${batchSize}) AS to_seq,
+               (SELECT max(occurred_at) FROM read WHERE n <= ${batchSize}) AS to_at,
                (SELECT count(*) FROM read) > ${batchSize} AS is_full,
                (SELECT occurred_at FROM read WHERE n = ${batchSize + 1}) AS next_occurred_at
         FROM c CROSS JOIN event_seq AS h
       ), go AS MATERIALIZED (
         SELECT coalesce(events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
       ), ev AS (
-        SELECT seq, space, type, epoch, trace_parent, actor FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
+        SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
       ), ${fanOut.ctes(sql)}, ${Jobs.insertCtes(
         sql,
         sql`(
@@ -118,7 +120,9 @@ export const make = (
           FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.seq
         )`,
       )}, moved AS (
-        UPDATE event_consumer_cursors SET last_seq = (SELECT to_seq FROM pos), updated_at = clock_timestamp()
+        UPDATE event_consumer_cursors
+        SET last_seq = (SELECT to_seq FROM pos), last_at = greatest(last_at, (SELECT to_at FROM pos)),
+            updated_at = clock_timestamp()
         WHERE name = ${name} AND (SELECT ok FROM go)
       ), unflushed AS MATERIALIZED (
         SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)

@@ -13,6 +13,12 @@
  * again (at 32 producers that halved the throughput). Anything else that updates `event_seq` must
  * take the same lock first (`appendLockKey`).
  *
+ * `occurred_at` never decreases with `seq`: an append's time is taken under the same lock, as
+ * `greatest(clock_timestamp(), event_seq.last_at)`, so a clock that steps back cannot break it. A
+ * reader after a seq therefore knows a lower bound of the times it will read (a cursor keeps one,
+ * `last_at`), and bounding `occurred_at` by it keeps the read to the day partitions that can hold
+ * the rows, however many days the log keeps.
+ *
  * The log knows no consumer: the NOTIFY on `event_log` carries no payload and is only a wake-up.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
@@ -20,6 +26,15 @@ import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { isNoPartition, pgFailure } from "../platform/PgError.ts"
 import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
+
+/**
+ * A join condition that finds the event of `e` whose time is `at` (a `timestamptz` expression,
+ * exact or rounded down to the millisecond, as a JS `Date` holds it; NULL for unknown) with the
+ * partition pruned: `e.seq = <seq> AND ${timeOf(sql, at)}`.
+ */
+export const timeOf = (sql: SqlClient.SqlClient, at: Statement.Fragment) => sql`
+  e.occurred_at >= coalesce(date_trunc('milliseconds', ${at}), '-infinity')
+  AND e.occurred_at < coalesce(date_trunc('milliseconds', ${at}) + interval '1 millisecond', 'infinity')`
 
 /** The transaction-scoped advisory lock appenders queue on (see the module header). */
 export const appendLockKey = 7_270_100_001n
@@ -72,8 +87,8 @@ const appendWith = (sql: SqlClient.SqlClient) =>
       WITH turn AS MATERIALIZED (
         SELECT pg_advisory_xact_lock(${appendLockKey})
       ), head AS (
-        UPDATE event_seq SET value = value + ${n} FROM turn
-        RETURNING value - ${n} AS base, epoch, clock_timestamp() AS at
+        UPDATE event_seq SET value = value + ${n}, last_at = greatest(clock_timestamp(), last_at) FROM turn
+        RETURNING value - ${n} AS base, epoch, last_at AS at
       ), ins AS (
         INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload, trace_parent)
         SELECT head.base + e.ord, head.epoch, head.at, e.s, e.t, e.a, e.p::jsonb, e.tp
@@ -110,7 +125,7 @@ const readFromWith = (sql: SqlClient.SqlClient) =>
              e.trace_parent AS "traceParent"
       FROM c CROSS JOIN event_seq AS s
       LEFT JOIN LATERAL (
-        SELECT * FROM event_log WHERE seq > c.last_seq ORDER BY seq LIMIT ${limit}
+        SELECT * FROM event_log WHERE seq > c.last_seq AND occurred_at >= c.last_at ORDER BY seq LIMIT ${limit}
       ) AS e ON true
       ORDER BY e.seq`
     const first = rows[0]
@@ -149,7 +164,8 @@ export class EventLog extends Context.Service<
     ) => Effect.Effect<{ readonly head: Head; readonly events: ReadonlyArray<Event> }, SqlError>
     /**
      * `readWithHead` after the `last_seq` that `from` yields, in the same statement: `from` is a
-     * query returning at most one row with a `last_seq` column (a consumer's locked cursor row, say),
+     * query returning at most one row with a `last_seq` column and a `last_at` column, a lower
+     * bound of the times after it (a consumer's locked cursor row, say; `'-infinity'` for none),
      * so locking the position and reading after it take one round trip. No row: `None`.
      */
     readonly readFrom: (

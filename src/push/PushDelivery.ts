@@ -17,6 +17,7 @@ import { Clock, Duration, Effect, Metric, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Permissions, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
+import { timeOf } from "../log/EventLog.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import { PushConfig } from "./PushConfig.ts"
@@ -30,7 +31,12 @@ import * as PushVapid from "./PushVapid.ts"
 
 const Decimal = Schema.String.check(Schema.isPattern(/^[0-9]{1,19}$/))
 
-export const DeliverArgs = Schema.Struct({ registration: Decimal, seq: Decimal })
+export const DeliverArgs = Schema.Struct({
+  registration: Decimal,
+  seq: Decimal,
+  /** The event's time, to read its one partition; absent, every partition is looked in. */
+  at: Schema.optional(Schema.String),
+})
 
 /** A retry's reason, kept on the job row: short, since a message may be retried for a whole day. */
 export class PushServiceUnavailable extends Schema.TaggedError<PushServiceUnavailable>()("PushServiceUnavailable", {
@@ -91,7 +97,7 @@ export const make = Effect.gen(function* () {
              CASE WHEN jsonb_typeof(e.payload -> 'summary') = 'string' THEN left(e.payload ->> 'summary', 1000) END AS summary,
              ${allowed} AS allowed
       FROM (SELECT ${args.seq}::bigint AS seq, ${args.registration}::bigint AS registration) AS k
-      LEFT JOIN event_log AS e ON e.seq = k.seq
+      LEFT JOIN event_log AS e ON e.seq = k.seq AND ${timeOf(sql, sql`${args.at ?? null}::timestamptz`)}
       LEFT JOIN push_registrations AS r ON r.id = k.registration`.pipe(Effect.map((rows) => rows[0]!))
   }
 

@@ -25,10 +25,14 @@ export const name = "push"
 export const deliverKind = "push.deliver"
 export const queue = "push"
 
-/** What the round hands `push.deliver`: the registration and the event, both as decimal text. */
+/**
+ * What the round hands `push.deliver`: the registration and the event, both as decimal text, and
+ * the event's time (so its lookup reads one partition).
+ */
 export interface DeliverArgs {
   readonly registration: string
   readonly seq: string
+  readonly at: string
 }
 
 /** The jobs for recipients found in SQL as `audience (seq, principal)`, one per registration. */
@@ -36,9 +40,9 @@ export const statementFanOut = (audience: PushAudienceShape, maxAttempts: number
   ctes: (sql) => sql`
     audience AS (${audience.inSql!(sql)}), wanted AS (
       SELECT a.seq, r.id::text AS receiver, ${deliverKind}::text AS kind, ${queue}::text AS queue,
-             jsonb_build_object('registration', r.id::text, 'seq', a.seq::text) AS args,
+             jsonb_build_object('registration', r.id::text, 'seq', a.seq::text, 'at', e.occurred_at) AS args,
              ${maxAttempts}::int AS max_attempts
-      FROM audience AS a JOIN push_registrations AS r ON r.principal = a.principal
+      FROM audience AS a JOIN ev AS e ON e.seq = a.seq JOIN push_registrations AS r ON r.principal = a.principal
     )`,
 })
 
@@ -52,6 +56,7 @@ export const makeFanOut = (audience: PushAudienceShape, maxAttempts: number) =>
     const registrations = yield* sql<{ id: string; principal: string }>`
       SELECT id::text AS id, principal FROM push_registrations WHERE principal = ANY (${principals}::text[])`
     const byPrincipal = Map.groupBy(registrations, (r) => r.principal)
+    const times = new Map(events.map((e) => [e.seq, e.occurredAt.toISOString()]))
     return recipients.flatMap(({ seq, principal }) =>
       (byPrincipal.get(principal) ?? []).map(
         (r): FanOutJob => ({
@@ -59,7 +64,7 @@ export const makeFanOut = (audience: PushAudienceShape, maxAttempts: number) =>
           receiver: r.id,
           kind: deliverKind,
           queue,
-          args: { registration: r.id, seq: seq.toString() } satisfies DeliverArgs,
+          args: { registration: r.id, seq: seq.toString(), at: times.get(seq)! } satisfies DeliverArgs,
           maxAttempts,
         }),
       ),

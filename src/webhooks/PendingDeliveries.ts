@@ -13,6 +13,7 @@
  */
 import { Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"
+import { timeOf } from "../log/EventLog.ts"
 import type * as OutboundSender from "../outbound/OutboundSender.ts"
 import { column } from "../platform/SqlArrays.ts"
 import type { Drain } from "./Drain.ts"
@@ -92,7 +93,7 @@ const pendingCtes = (drain: Drain, subscriptionId: string, job: bigint, after: b
       WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${after}
       ORDER BY event_seq LIMIT ${limit}
     ) AS d
-    LEFT JOIN event_log AS e ON e.seq = d.event_seq
+    LEFT JOIN event_log AS e ON e.seq = d.event_seq AND ${timeOf(drain.sql, drain.sql`d.event_at`)}
     WHERE w.subscription_id = ${subscriptionId}::uuid AND w.job_id = ${job}
   ), g AS (
     SELECT "deliveryId", "eventSeq", existing, sendable, sendable AND coalesce(allowed, false) AS go

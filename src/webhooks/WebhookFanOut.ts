@@ -36,10 +36,11 @@ export { deliverKind, drainJob, maxAttempts, queue }
 
 export const name = "webhooks"
 
-/** A batch of events as rows `e(seq, space, type, epoch)`: one typed array per column, so the planner knows the count. */
+/** A batch of events as rows `e(seq, space, type, epoch, occurred_at)`: one typed array per column, so the planner knows the count. */
 export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) =>
   sql`unnest(${events.map((e) => e.seq.toString())}::bigint[], ${events.map((e) => e.space)}::text[],
-             ${events.map((e) => e.type)}::text[], ${events.map((e) => e.epoch)}::int[]) AS e(seq, space, type, epoch)`
+             ${events.map((e) => e.type)}::text[], ${events.map((e) => e.epoch)}::int[],
+             ${events.map((e) => e.occurredAt.toISOString())}::timestamptz[]) AS e(seq, space, type, epoch, occurred_at)`
 
 /**
  * `matched AS (...)`: the (event, active subscription) pairs of the events in `ev(seq, space, type,
@@ -49,7 +50,7 @@ export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>
  */
 const matchedCte = (sql: SqlClient.SqlClient) => sql`
   matched AS (
-    SELECT e.seq, e.epoch, s.sub
+    SELECT e.seq, e.epoch, e.occurred_at, s.sub
     FROM ev AS e
     CROSS JOIN LATERAL (
       SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
@@ -77,8 +78,8 @@ export const deliveriesCtes = (sql: SqlClient.SqlClient) => sql`
   ${matchedCte(sql)}, counted AS (
     SELECT sub, min(seq) AS first FROM matched GROUP BY sub
   ), ${lockedCte(sql)}, inserted AS (
-    INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch)
-    SELECT sub, seq, epoch FROM matched
+    INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, event_at)
+    SELECT sub, seq, epoch, occurred_at FROM matched
   )`
 
 export interface FanOutOptions {

@@ -244,7 +244,8 @@ layer(TestPush.layer({ ttl: Duration.minutes(3) }), { excludeTestServices: true 
         assert.strictEqual(service.log.delivered.at(-1)!.status, 201)
         // down's next try is 5 min after its third: past the 3 min TTL, so it ends without a request.
         yield* TestClock.adjust("5 minutes")
-        assert.deepStrictEqual(yield* take(1), ["down:Cancelled"])
+        const last = yield* take(1)
+        assert.deepStrictEqual(last, ["down:Cancelled"], JSON.stringify((yield* TestPush.jobs).map((j) => j.errors)))
         assert.strictEqual(service.log.delivered.filter((m) => m.subscriptionId === down!.browser.id).length, 3)
         const dead = (yield* TestPush.jobs).find((j) => j.registration === down!.registration)!
         assert.strictEqual(dead.state, "cancelled")

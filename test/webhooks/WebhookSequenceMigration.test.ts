@@ -38,15 +38,16 @@ layer(Live, { excludeTestServices: true })("Webhook sequence migration", (it) =>
           FROM event_seq RETURNING id::text`
         yield* sql`INSERT INTO webhook_subscription_spaces (space_id, subscription_id) VALUES ('mig', ${sub!.id}::uuid)`
         yield* PermissionGrants.grant("owner-m", webhookDeliver, "mig")
-        const log = yield* EventLog
-        const { lastSeq } = yield* log.append(
-          Array.from({ length: 5 }, (_, n) => ({
-            space: "mig",
-            type: "item.created",
-            actor: "tester",
-            payload: { n },
-          })),
-        )
+        // Appended as the code before 0009 did (today's `EventLog` needs today's schema).
+        const [{ lastSeq }] = (yield* sql<{ lastSeq: bigint }>`
+          WITH head AS (
+            UPDATE event_seq SET value = value + 5 RETURNING value - 5 AS base, epoch, clock_timestamp() AS at
+          ), ins AS (
+            INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload)
+            SELECT head.base + n, head.epoch, head.at, 'mig', 'item.created', 'tester', jsonb_build_object('n', n - 1)
+            FROM head, generate_series(1, 5) AS n
+          )
+          SELECT base + 5 AS "lastSeq" FROM head`) as [{ lastSeq: bigint }]
         // As the round left things before 0009: numbered 1..5 on creation, three of them delivered.
         yield* sql`INSERT INTO webhook_drains (subscription_id, sequence) VALUES (${sub!.id}::uuid, 5)`
         yield* sql`
@@ -79,7 +80,7 @@ layer(Live, { excludeTestServices: true })("Webhook sequence migration", (it) =>
         )
 
         // A new event; the pending ones go out under their old numbers, the new one under the next.
-        yield* log.append([{ space: "mig", type: "item.created", actor: "tester", payload: { n: 5 } }])
+        yield* (yield* EventLog).append([{ space: "mig", type: "item.created", actor: "tester", payload: { n: 5 } }])
         yield* TestWebhooks.round()
         const kind = yield* WebhookDrainer.make
         yield* Layer.build(JobWorker.layer({ kinds: [kind], queues: { webhooks: { concurrency: 2 } } }))

@@ -1,0 +1,168 @@
+/**
+ * Retention of the event log, by time: keeps day partitions created ahead, and detaches, then
+ * drops, every day partition older than `sync.event_retention`. Rows are never DELETEd, and
+ * retention never waits for a cursor: a consumer that stood still longer loses the events, and its
+ * round reports the lost range (design section 5, invariant 8).
+ *
+ * Each run, timed by `Clock` (`now`):
+ *
+ *   finalize   every detach left pending (`pg_inherits.inhdetachpending`: an interrupted
+ *              `DETACH ... CONCURRENTLY` leaves its partition invisible and blocks every other
+ *              detach) is finished with `DETACH ... FINALIZE`
+ *   detach     each attached day partition whose whole day ended before now − retention:
+ *              `DETACH PARTITION ... CONCURRENTLY`, which waits for the transactions that still see
+ *              the partition (a round reading it keeps its rows) and blocks no appender
+ *   drop       each detached day table (`event_log_YYYYMMDD`) older than the window, whoever
+ *              detached it: archive a day by renaming it
+ *   ensure     the partitions from today through today + runway (by `now`, so a worker that was
+ *              down for days creates the ones it missed)
+ *
+ * DETACH CONCURRENTLY and FINALIZE cannot run in a transaction block or beside another statement:
+ * each runs alone on a connection reserved for it, under a lock timeout (it never queues for long
+ * behind a lock) and a statement timeout (a reader that never ends cannot hold it for ever: it is
+ * left pending, and the next run finishes it). Two workers running at once only get in each
+ * other's way: the loser's statement fails on the lock or finds the work done, and is skipped.
+ */
+import { Clock, Duration, Effect, Layer, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import { pgFailure } from "../platform/PgError.ts"
+import * as SqlInterval from "../platform/SqlInterval.ts"
+import * as EventLogPartitions from "./EventLogPartitions.ts"
+
+export interface RetentionOptions {
+  /** `sync.event_retention`. */
+  readonly retention: Duration.Duration
+  /** How far ahead partitions exist; default `EventLogPartitions.runway` (14 days). */
+  readonly runway?: Duration.Duration
+  /** How long a detach may wait for a lock. Default 5 s. */
+  readonly lockTimeout?: Duration.Duration
+  /** How long a detach may wait for the readers of its partition. Default 5 minutes. */
+  readonly statementTimeout?: Duration.Duration
+}
+
+export interface RetentionRun {
+  readonly finalized: ReadonlyArray<string>
+  readonly detached: ReadonlyArray<string>
+  readonly dropped: ReadonlyArray<string>
+  readonly created: number
+  /** Statements that failed (another worker's lock, a timeout): retried by the next run. */
+  readonly skipped: ReadonlyArray<{ readonly partition: string; readonly reason: string }>
+}
+
+interface DayTable {
+  readonly name: string
+  readonly attached: boolean
+  readonly pending: boolean
+}
+
+/** The day tables of the log (`event_log_YYYYMMDD`) whose day ended before `cutoff`, oldest first. */
+const oldDays = (sql: SqlClient.SqlClient, cutoff: Date) =>
+  sql<DayTable>`
+    SELECT c.relname AS name, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS pending
+    FROM pg_class AS c
+    JOIN pg_namespace AS n ON n.oid = c.relnamespace AND n.nspname = current_schema()
+    LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid AND i.inhparent = 'event_log'::regclass
+    WHERE c.relkind = 'r' AND c.relname ~ '^event_log_[0-9]{8}$'
+      AND to_date(substr(c.relname, 11), 'YYYYMMDD') + 1 <= (${cutoff.toISOString()}::timestamptz AT TIME ZONE 'UTC')::date
+    ORDER BY c.relname`
+
+/** Detaches left pending, whatever their age. */
+const pendingDetaches = (sql: SqlClient.SqlClient) =>
+  sql<{ name: string }>`
+    SELECT c.relname AS name FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+    WHERE i.inhparent = 'event_log'::regclass AND i.inhdetachpending ORDER BY c.relname`
+
+/** Runs `statement` alone on a reserved connection, under the timeouts; reset before it goes back to the pool. */
+const alone = (sql: SqlClient.SqlClient, statement: string, options: Required<RetentionOptions>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const connection = yield* sql.reserve
+      const set = (name: string, value: string) => connection.executeRaw(`SET ${name} = ${value}`, [])
+      yield* Effect.acquireRelease(
+        Effect.andThen(
+          set("lock_timeout", String(Duration.toMillis(options.lockTimeout))),
+          set("statement_timeout", String(Duration.toMillis(options.statementTimeout))),
+        ),
+        () =>
+          Effect.ignore(
+            Effect.andThen(
+              connection.executeRaw("RESET lock_timeout", []),
+              connection.executeRaw("RESET statement_timeout", []),
+            ),
+          ),
+      )
+      yield* connection.executeRaw(statement, [])
+    }),
+  )
+
+const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`
+
+/** One run at `now` (see the module header). Failing statements are skipped and reported, never fatal. */
+export const run = Effect.fn("Retention.run")(function* (options: RetentionOptions) {
+  const sql = yield* SqlClient.SqlClient
+  const settings: Required<RetentionOptions> = {
+    runway: EventLogPartitions.runway,
+    lockTimeout: Duration.seconds(5),
+    statementTimeout: Duration.minutes(5),
+    ...options,
+  }
+  const now = yield* Clock.currentTimeMillis
+  const cutoff = new Date(now - Duration.toMillis(settings.retention))
+  const skipped: Array<{ partition: string; reason: string }> = []
+  const attempt = (partition: string, statement: string) =>
+    alone(sql, statement, settings).pipe(
+      Effect.as(true),
+      Effect.catch((e: SqlError) =>
+        Effect.sync(() => {
+          skipped.push({ partition, reason: pgFailure(e).message })
+          return false
+        }),
+      ),
+    )
+
+  const finalized: Array<string> = []
+  for (const { name } of yield* pendingDetaches(sql)) {
+    if (yield* attempt(name, `ALTER TABLE event_log DETACH PARTITION ${quoted(name)} FINALIZE`)) finalized.push(name)
+  }
+  const detached: Array<string> = []
+  for (const day of yield* oldDays(sql, cutoff)) {
+    if (!day.attached || day.pending) continue
+    if (yield* attempt(day.name, `ALTER TABLE event_log DETACH PARTITION ${quoted(day.name)} CONCURRENTLY`))
+      detached.push(day.name)
+  }
+  const dropped: Array<string> = []
+  for (const day of yield* oldDays(sql, cutoff)) {
+    if (day.attached) continue
+    if (yield* attempt(day.name, `DROP TABLE ${quoted(day.name)}`)) dropped.push(day.name)
+  }
+  const [ensured] = yield* sql<{ created: number }>`
+    SELECT event_log_ensure_partitions(${new Date(now).toISOString()}::timestamptz,
+                                       ${SqlInterval.millis(sql, Duration.toMillis(settings.runway))}) AS created`
+  return { finalized, detached, dropped, created: ensured?.created ?? 0, skipped } satisfies RetentionRun
+})
+
+const report = (r: RetentionRun) =>
+  Effect.gen(function* () {
+    if (r.created > 0) yield* Effect.logInfo(`retention: created ${r.created} event_log partitions`)
+    if (r.finalized.length > 0)
+      yield* Effect.logInfo(`retention: finished pending detaches of ${r.finalized.join(", ")}`)
+    if (r.detached.length > 0) yield* Effect.logInfo(`retention: detached ${r.detached.join(", ")}`)
+    if (r.dropped.length > 0) yield* Effect.logInfo(`retention: dropped ${r.dropped.join(", ")}`)
+    for (const s of r.skipped) yield* Effect.logWarning(`retention: ${s.partition} left for the next run: ${s.reason}`)
+  })
+
+/** How often the worker runs retention. */
+export const interval = Duration.hours(1)
+
+/** Runs retention at start and every `interval` (by `Clock`), for the layer's lifetime. */
+export const layer = (options: RetentionOptions & { readonly onRun?: (r: RetentionRun) => Effect.Effect<void> }) =>
+  Layer.effectDiscard(
+    run(options).pipe(
+      Effect.tap(report),
+      Effect.tap((r) => options.onRun?.(r) ?? Effect.void),
+      Effect.catchCause((cause) => Effect.logError("retention run failed", cause)),
+      Effect.repeat(Schedule.spaced(interval)),
+      Effect.forkScoped,
+    ),
+  )

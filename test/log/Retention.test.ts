@@ -1,0 +1,154 @@
+import { assert, layer } from "@effect/vitest"
+import { Duration, Effect, Fiber, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import { TestClock } from "effect/testing"
+import { EventLog } from "../../src/log/EventLog.ts"
+import * as Retention from "../../src/log/Retention.ts"
+import { eventually } from "../support/Eventually.ts"
+import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
+
+const Live = EventLog.layer.pipe(Layer.provideMerge(TestDatabase.layer()))
+
+const week = Duration.days(7)
+
+const dayName = (t: number) => `event_log_${new Date(t).toISOString().slice(0, 10).replaceAll("-", "")}`
+
+/** The log's day tables: attached (a partition) or not. */
+const tables = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<{ name: string; attached: boolean; pending: boolean }>`
+    SELECT c.relname AS name, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS pending
+    FROM pg_class AS c LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid
+    WHERE c.relkind = 'r' AND c.relname ~ '^event_log_[0-9]{8}$' ORDER BY c.relname`
+})
+
+const seqsIn = (seqs: ReadonlyArray<bigint>) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ seq: bigint }>`SELECT seq FROM event_log WHERE seq = ANY (${seqs.map(String)}::bigint[]) ORDER BY seq`,
+      (rows) => rows.map((r) => r.seq),
+    ),
+  )
+
+/** Days from `from` (a time) through `to`, by the start of each UTC day. */
+const dayStarts = (from: number, to: number) => {
+  const first = Math.floor(from / dayMillis) * dayMillis
+  return Array.from({ length: Math.floor((to - first) / dayMillis) + 1 }, (_, i) => first + i * dayMillis)
+}
+
+layer(Live, { excludeTestServices: true })("Retention", (it) => {
+  it.effect(
+    "RetentionDetachesOldPartitionsOnly: day partitions whose day ended before now − 7 d are detached and dropped, newer ones and their events stay, appends go on, and a worker back after 10 simulated days creates the partitions it missed",
+    () =>
+      Effect.gen(function* () {
+        const now = Date.now()
+        yield* TestClock.setTime(now)
+        yield* days(now - 12 * dayMillis, 12)
+        const old = yield* appendAt([now - 11 * dayMillis, now - 9 * dayMillis])
+        const kept = yield* appendAt([now - 6 * dayMillis, now - dayMillis])
+        const run = yield* Retention.run({ retention: week })
+
+        const cutoff = now - Duration.toMillis(week)
+        const expired = dayStarts(now - 12 * dayMillis, now)
+          .filter((d) => d + dayMillis <= cutoff)
+          .map(dayName)
+        assert.deepStrictEqual(run.detached, expired, JSON.stringify(run))
+        assert.deepStrictEqual(run.dropped, expired)
+        assert.deepStrictEqual(run.skipped, [])
+        const left = yield* tables
+        assert.isTrue(left.every((t) => t.attached && !expired.includes(t.name)))
+        assert.include(
+          left.map((t) => t.name),
+          dayName(cutoff),
+          "the day the window starts in is kept",
+        )
+        assert.deepStrictEqual(yield* seqsIn([...old, ...kept]), kept)
+        yield* (yield* EventLog).append([{ space: "s", type: "t", actor: "a", payload: {} }])
+        assert.include(
+          left.map((t) => t.name),
+          dayName(now + 14 * dayMillis),
+          "14 days ahead exist",
+        )
+
+        // Back after 10 days: everything up to 14 days past the new now, and nothing older than its window.
+        const later = now + 10 * dayMillis
+        yield* TestClock.setTime(later)
+        const back = yield* Retention.run({ retention: week })
+        assert.strictEqual(back.created, 10)
+        const after = (yield* tables).map((t) => t.name)
+        assert.include(after, dayName(later + 14 * dayMillis))
+        assert.notInclude(after, dayName(later - Duration.toMillis(week) - dayMillis))
+        assert.isEmpty(yield* seqsIn(kept), "their days are past the window now")
+      }).pipe(Effect.provide(TestClock.layer())),
+  )
+
+  it.effect(
+    "RetentionFromTwoWorkers: two runs at once detach and drop each old partition once between them, without failing",
+    () =>
+      Effect.gen(function* () {
+        const now = Date.now()
+        yield* days(now - 30 * dayMillis, 5)
+        yield* appendAt([now - 29 * dayMillis])
+        const [a, b] = yield* Effect.all([Retention.run({ retention: week }), Retention.run({ retention: week })], {
+          concurrency: 2,
+        })
+        const dropped = [...a.dropped, ...b.dropped].sort()
+        assert.deepStrictEqual(dropped, [...new Set(dropped)], "none dropped twice")
+        assert.isTrue(dropped.includes(dayName(now - 29 * dayMillis)))
+        assert.isFalse((yield* tables).some((t) => t.name <= dayName(now - 25 * dayMillis)))
+      }),
+  )
+
+  it.effect(
+    "RetentionFinalizesPendingDetach: a detach interrupted while a reader held its partition leaves it pending; the next run finishes the detach and drops it",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const other = yield* TestDatabase.otherClient
+        const now = Date.now()
+        yield* days(now - 40 * dayMillis, 1)
+        const [seq] = yield* appendAt([now - 40 * dayMillis])
+        const victim = dayName(now - 40 * dayMillis)
+
+        // A reader holding a snapshot that sees the partition, and a detach waiting for it.
+        const reader = yield* Effect.forkChild(
+          other.withTransaction(
+            Effect.gen(function* () {
+              yield* other`SELECT count(*) FROM event_log WHERE seq = ${seq!}`
+              yield* Effect.never
+            }),
+          ),
+        )
+        yield* eventually(
+          other<{
+            n: number
+          }>`SELECT count(*)::int AS n FROM pg_stat_activity WHERE state = 'idle in transaction' AND datname = current_database()`,
+          (rows) => rows[0]!.n > 0,
+          { what: "the reader's open transaction", within: "10 seconds", every: "20 millis" },
+        )
+        const detach = yield* Effect.forkChild(
+          Effect.ignore(sql.unsafe(`ALTER TABLE event_log DETACH PARTITION ${victim} CONCURRENTLY`)),
+        )
+        yield* eventually(
+          other<{ pid: number }>`
+            SELECT pid FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE event_log DETACH%' AND wait_event_type = 'Lock'`,
+          (rows) => rows.length > 0,
+          { what: "the detach waiting for the reader", within: "10 seconds", every: "20 millis" },
+        )
+        yield* other`
+          SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE event_log DETACH%'`
+        yield* Fiber.join(detach)
+        yield* Fiber.interrupt(reader)
+        assert.deepStrictEqual(
+          (yield* tables).filter((t) => t.name === victim),
+          [{ name: victim, attached: true, pending: true }],
+        )
+
+        const run = yield* Retention.run({ retention: week })
+        assert.include(run.finalized, victim)
+        assert.include(run.dropped, victim)
+        assert.isFalse((yield* tables).some((t) => t.name === victim))
+      }),
+  )
+})
