@@ -61,7 +61,8 @@ export const sampleGauges = Effect.fn("Consumer.sampleGauges")(function* (name: 
   const sql = yield* SqlClient.SqlClient
   const [row] = yield* sql<{ lastSeq: bigint; head: bigint; oldest: Date | null }>`
     SELECT c.last_seq AS "lastSeq", s.value AS head,
-           (SELECT occurred_at FROM event_log WHERE seq > c.last_seq AND occurred_at >= c.last_at
+           (SELECT occurred_at FROM event_log
+            WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= s.last_at
             ORDER BY seq LIMIT 1) AS oldest
     FROM event_consumer_cursors AS c CROSS JOIN event_seq AS s
     WHERE c.name = ${name}`

@@ -5,8 +5,9 @@
  * framework writes the rest:
  *
  *   c         lock the cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> no row: Locked
- *   read      the batch after last_seq, plus one event (is more waiting, and since when); bounded
- *             below by the cursor's last_at, so only the day partitions that can hold it are read
+ *   read      the batch after last_seq, plus one event (is more waiting, and since when); its
+ *             time between the cursor's last_at and the head's, so only the day partitions that
+ *             can hold it are read
  *   pos, go   the head; go = the batch follows the cursor without a hole and nothing is missing
  *             up to the head
  *   ev        the batch when go, else empty
@@ -98,7 +99,8 @@ export const make = (
                row_number() OVER (ORDER BY e.seq) AS n
         FROM c CROSS JOIN LATERAL (
           SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log
-          WHERE seq > c.last_seq AND occurred_at >= c.last_at ORDER BY seq LIMIT ${batchSize + 1}
+          WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
+          ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
       ), pos AS MATERIALIZED (
         SELECT c.last_seq AS after, h.value AS head, h.epoch AS head_epoch,

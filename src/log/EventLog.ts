@@ -125,7 +125,9 @@ const readFromWith = (sql: SqlClient.SqlClient) =>
              e.trace_parent AS "traceParent"
       FROM c CROSS JOIN event_seq AS s
       LEFT JOIN LATERAL (
-        SELECT * FROM event_log WHERE seq > c.last_seq AND occurred_at >= c.last_at ORDER BY seq LIMIT ${limit}
+        SELECT * FROM event_log
+        WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= s.last_at
+        ORDER BY seq LIMIT ${limit}
       ) AS e ON true
       ORDER BY e.seq`
     const first = rows[0]

@@ -1,0 +1,92 @@
+import { assert, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { SqlClient } from "effect/sql"
+import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
+import { webhookDeliver } from "../../src/authz/Permissions.ts"
+import * as Consumer from "../../src/consumer/Consumer.ts"
+import * as StatementRound from "../../src/consumer/StatementRound.ts"
+import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
+import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
+import { explaining, touched } from "../support/PlanCapture.ts"
+import * as TestConsumer from "../support/TestConsumer.ts"
+import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as WebhookReceiver from "../support/WebhookReceiver.ts"
+
+const dayName = (t: number) => `event_log_${new Date(t).toISOString().slice(0, 10).replaceAll("-", "")}`
+
+const logPartitions = (plan: unknown) => touched(plan).filter((name) => name.startsWith("event_log_"))
+
+layer(TestWebhooks.layer(), { excludeTestServices: true })("Event reads", (it) => {
+  it.effect(
+    "EventReadsPrunePartitions: with 30 days of partitions, the consumer's batch read (one-statement and transactional rounds) and the drainer's event lookup scan only the day partitions that can hold their rows",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const now = Date.now()
+        yield* days(now - 30 * dayMillis, 30)
+        const seqs = yield* appendAt(Array.from({ length: 30 }, (_, i) => now - (30 - i) * dayMillis))
+        const partitions = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'event_log'::regclass`
+        assert.isAtLeast(partitions[0]!.n, 44, "30 days behind and 14 ahead")
+
+        // A consumer whose cursor is at the event of three days ago.
+        const name = "prune_test"
+        yield* TestConsumer.register(name)
+        const at = seqs[27]!
+        yield* sql`
+          UPDATE event_consumer_cursors SET last_seq = ${at}, last_at = (SELECT occurred_at FROM event_log WHERE seq = ${at})
+          WHERE name = ${name}`
+        // Its day (a later seq may share its time) through today.
+        const canHold = [3, 2, 1, 0].map((d) => dayName(now - d * dayMillis))
+        const within = (plan: unknown) => logPartitions(plan).every((p) => canHold.includes(p))
+
+        const statement = yield* explaining(
+          /event_consumer_cursors/,
+          StatementRound.make({
+            name,
+            batchSize: 10,
+            fanOut: { ctes: (s) => TestConsumer.wantedCte(s, 1) },
+          }),
+        )
+        assert.strictEqual(statement.result?._tag, "Processed")
+        assert.isNotEmpty(statement.plans)
+        for (const plan of statement.plans) assert.isTrue(within(plan), JSON.stringify(logPartitions(plan)))
+        assert.isNotEmpty(logPartitions(statement.plans[0]), "the read did scan the log")
+
+        yield* sql`
+          UPDATE event_consumer_cursors SET last_seq = ${at}, last_at = (SELECT occurred_at FROM event_log WHERE seq = ${at})
+          WHERE name = ${name}`
+        const transactional = yield* explaining(
+          /LEFT JOIN LATERAL/,
+          Effect.flatMap(
+            Consumer.makeRound({
+              name,
+              batchSize: 10,
+              onLoss: () => Effect.void,
+              fanOut: (events) => Effect.succeed(TestConsumer.fanOutJobs(events, 1)),
+            }),
+            (round) => round,
+          ),
+        )
+        assert.strictEqual(transactional.result._tag, "Processed")
+        assert.isNotEmpty(transactional.plans)
+        for (const plan of transactional.plans) assert.isTrue(within(plan), JSON.stringify(logPartitions(plan)))
+
+        // The drainer's lookup of a delivery's event: the one partition of its day.
+        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+        yield* PermissionGrants.grant("owner-p", webhookDeliver, "today")
+        const sub = yield* TestWebhooks.subscribe("owner-p", receiver.url("/p"), ["today"])
+        yield* TestWebhooks.append("today")
+        yield* TestWebhooks.round()
+        const info = yield* TestWebhooks.drainJob(sub.id)
+        const kind = yield* WebhookDrainer.makeWith({ linger: 0 })
+        const drained = yield* explaining(
+          /webhook_drains AS w/,
+          Effect.ignore(kind.run({ subscription: sub.id }, info)),
+        )
+        const lookups = drained.plans.filter((p) => logPartitions(p).length > 0)
+        assert.isNotEmpty(lookups, "the drainer looked its event up")
+        for (const plan of lookups) assert.deepStrictEqual(logPartitions(plan), [dayName(now)])
+      }).pipe(Effect.scoped),
+  )
+})
