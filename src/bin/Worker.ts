@@ -20,6 +20,7 @@ import { PushConfig, type PushSettings } from "../push/PushConfig.ts"
 import * as PushDelivery from "../push/PushDelivery.ts"
 import * as PushFanOut from "../push/PushFanOut.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
+import * as DeliveryHistory from "../webhooks/DeliveryHistory.ts"
 import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../webhooks/WebhookFanOut.ts"
@@ -75,6 +76,7 @@ export const layer = (
 ) =>
   Layer.mergeAll(
     Retention.layer({ retention: settings.sync.eventRetention }),
+    DeliveryHistory.layer({ age: webhooks.historyRetention ?? settings.sync.eventRetention }),
     WebhookFanOut.layer({
       batchSize: settings.consumer.batchSize,
       pollInterval: settings.consumer.pollInterval,

@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto"
 import { existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from "node:fs"
 import { dirname } from "node:path"
-import { Context, Duration, Effect, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
 import * as SecretBox from "../crypto/SecretBox.ts"
 import type { TargetPolicy } from "../outbound/OutboundTarget.ts"
 import * as TargetPolicyConfig from "../outbound/TargetPolicyConfig.ts"
@@ -31,6 +31,8 @@ export interface WebhookSettings {
   readonly maxInFlightPerOwner?: number
   /** A delivery whose right and scope were read longer before its request is checked again first. Default 1 s. */
   readonly permissionMaxAge?: Duration.Duration
+  /** Finished deliveries older than this are removed (`DeliveryHistory`). Default: `sync.event_retention`. */
+  readonly historyRetention?: Duration.Duration
 }
 
 /** The delivery settings' defaults, as the worker applies them when a host gives none. */
@@ -43,6 +45,9 @@ export const deliveryDefaults = {
 // At least 100 ms: a right read just before its request must not count as old on a busy database,
 // or every read-ahead is read again; at most a minute, or "checked at delivery time" means little.
 const permissionAge = parseDurationWithin({ min: Duration.millis(100), max: Duration.minutes(1) })
+
+// At least an hour, so a delivery is there to look at after it finished; at most ten years.
+const historyAge = parseDurationWithin({ min: Duration.hours(1), max: Duration.days(3650) })
 
 /** The disable window plus the longest retry step must be below the log's retention. */
 export const checkRetention = (eventRetention: Duration.Duration) =>
@@ -110,7 +115,17 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
       })
     }
     const permissionMaxAge = yield* setting("webhook.permission_max_age", "1s", permissionAge)
-    return { secretKey: key, policy, maxInFlight, maxInFlightPerOwner, permissionMaxAge } satisfies WebhookSettings
+    const historyRetention = yield* setting("webhook.history_retention", "", (raw) =>
+      raw.trim() === "" ? Result.succeed(undefined) : historyAge(raw),
+    )
+    return {
+      secretKey: key,
+      policy,
+      maxInFlight,
+      maxInFlightPerOwner,
+      permissionMaxAge,
+      ...(historyRetention === undefined ? {} : { historyRetention }),
+    } satisfies WebhookSettings
   })
 
 export class WebhookConfig extends Context.Service<WebhookConfig, WebhookSettings>()("bothy/WebhookConfig") {

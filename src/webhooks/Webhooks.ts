@@ -27,6 +27,7 @@ import { type UnsafeWebhookTarget, validateUrl } from "../outbound/OutboundTarge
 import { firstIssue } from "../platform/FieldIssue.ts"
 import { storableCheck } from "../platform/StorableText.ts"
 import { isUuid } from "../platform/Uuid.ts"
+import * as DeliveryHistory from "./DeliveryHistory.ts"
 import { type DisabledCause, disable } from "./SubscriptionStates.ts"
 import { WebhookConfig } from "./WebhookConfig.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
@@ -191,8 +192,14 @@ export class Webhooks extends Context.Service<
         return secret
       })
 
+      // Disabled first, so no round adds deliveries while the history goes, batch by batch.
       const remove = Effect.fn("Webhooks.remove")(function* (id: string) {
-        yield* checkId(id)
+        yield* get(id)
+        yield* Effect.provideService(
+          Effect.andThen(disable([id], "manual" satisfies DisabledCause), DeliveryHistory.removeAllOf(id)),
+          SqlClient.SqlClient,
+          sql,
+        )
         const rows = yield* sql`DELETE FROM webhook_subscriptions WHERE id = ${id}::uuid RETURNING id`
         yield* found(id, rows.length)
       })
