@@ -9,9 +9,10 @@
  * the whole batch in one call and the registrations of its principals are read in one more.
  *
  * Loss: push keeps no per-receiver state that a gap could make wrong (each message stands alone),
- * so a lost range is reported and the round goes on.
+ * so a lost range is logged and counted (`bothy.push.events_lost`), never replayed, and the round
+ * goes on.
  */
-import { type Array as Arr, type Duration, Effect, Layer } from "effect"
+import { type Array as Arr, type Duration, Effect, Layer, Metric } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../consumer/Consumer.ts"
 import type { FanOutJob, LostRange } from "../consumer/ConsumerRound.ts"
@@ -19,6 +20,7 @@ import * as StatementRound from "../consumer/StatementRound.ts"
 import type { Event } from "../log/Event.ts"
 import { PushAudience, type PushAudienceShape } from "./PushAudience.ts"
 import { PushConfig } from "./PushConfig.ts"
+import * as PushMetrics from "./PushMetrics.ts"
 import * as PushSchedule from "./PushSchedule.ts"
 
 export const name = "push"
@@ -72,7 +74,12 @@ export const makeFanOut = (audience: PushAudienceShape, maxAttempts: number) =>
   })
 
 export const onLoss = (lost: LostRange) =>
-  Effect.logError(`push: events ${lost.firstSeq}..${lost.lastSeq} left the log before their notifications were made`)
+  Effect.andThen(
+    Metric.update(PushMetrics.eventsLost, Number(lost.lastSeq - lost.firstSeq + 1n)),
+    Effect.logError(
+      `push: events ${lost.firstSeq}..${lost.lastSeq} left the log before their notifications were made; they are not sent (counted in bothy.push.events_lost)`,
+    ),
+  )
 
 /** The `push` round's options for `Consumer.makeRound` (and, with a poll interval, `Consumer.layer`). */
 export const roundOptions = (audience: PushAudienceShape, ttl: Duration.Duration, batchSize: number) => {

@@ -24,3 +24,9 @@ export const handoffLatency = Metric.histogram("bothy.push.handoff_latency_secon
   description: "seconds from an event's commit to the push service accepting its message",
   boundaries: Metric.exponentialBoundaries({ start: 0.001, factor: 2, count: 24 }),
 })
+
+/** Events that left the log before the `push` consumer read them: their notifications were never made. */
+export const eventsLost = Metric.counter("bothy.push.events_lost", {
+  description: "events that left the log before their push notifications were made (never replayed)",
+  incremental: true,
+})

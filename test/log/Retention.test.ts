@@ -1,14 +1,18 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer } from "effect"
+import { Deferred, Duration, Effect, Fiber, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
+import * as Consumer from "../../src/consumer/Consumer.ts"
+import type { LostRange } from "../../src/consumer/ConsumerRound.ts"
+import { Jobs } from "../../src/jobs/Jobs.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as Retention from "../../src/log/Retention.ts"
 import { eventually } from "../support/Eventually.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
+import * as TestConsumer from "../support/TestConsumer.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
-const Live = EventLog.layer.pipe(Layer.provideMerge(TestDatabase.layer()))
+const Live = Layer.merge(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(TestDatabase.layer()))
 
 const week = Duration.days(7)
 
@@ -149,6 +153,85 @@ layer(Live, { excludeTestServices: true })("Retention", (it) => {
         assert.include(run.finalized, victim)
         assert.include(run.dropped, victim)
         assert.isFalse((yield* tables).some((t) => t.name === victim))
+      }),
+  )
+
+  it.effect(
+    "RetentionDuringRoundIsSafe: a detach waits for a reader that still sees the partition (its rows stay readable to it); a round meanwhile either reads the events or reports them lost, never fails or skips them silently; once the detach is done the range is reported lost",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const other = yield* TestDatabase.otherClient
+        const now = Date.now()
+        yield* days(now - 50 * dayMillis, 1)
+        const name = "during_detach"
+        const late = "after_detach"
+        yield* TestConsumer.register(name)
+        yield* TestConsumer.register(late)
+        const old = yield* appendAt([now - 50 * dayMillis, now - 50 * dayMillis + 1000])
+        const [fresh] = yield* appendAt([now])
+
+        // A reader in a snapshot that sees the old day.
+        const reading = yield* Deferred.make<number>()
+        const release = yield* Deferred.make<void>()
+        const reader = yield* Effect.forkChild(
+          other.withTransaction(
+            Effect.gen(function* () {
+              yield* other`SET TRANSACTION ISOLATION LEVEL REPEATABLE READ`
+              const seen = yield* other<{ n: number }>`SELECT count(*)::int AS n FROM event_log WHERE seq <= ${old[1]!}`
+              yield* Deferred.succeed(reading, seen[0]!.n)
+              yield* Deferred.await(release)
+              return (yield* other<{ n: number }>`SELECT count(*)::int AS n FROM event_log WHERE seq <= ${old[1]!}`)[0]!
+                .n
+            }),
+          ),
+        )
+        const before = yield* Deferred.await(reading)
+        const retention = yield* Effect.forkChild(Retention.run({ retention: week }))
+        yield* eventually(
+          other<{ n: number }>`
+            SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE event_log DETACH%' AND wait_event_type IS NOT NULL`,
+          (rows) => rows[0]!.n > 0,
+          { what: "the detach waiting for the reader", within: "10 seconds", every: "20 millis" },
+        )
+
+        const lost: Array<LostRange> = []
+        const round = (consumer: string) =>
+          Effect.flatMap(
+            Consumer.makeRound({
+              name: consumer,
+              batchSize: 100,
+              onLoss: (range) => Effect.sync(() => lost.push(range)),
+              fanOut: (events) => Effect.succeed(TestConsumer.fanOutJobs(events, 1)),
+            }),
+            (r) => r,
+          )
+        const during = yield* round(name)
+        assert.strictEqual(during._tag, "Processed")
+        const jobSeqs = yield* sql<{ seq: string }>`
+          SELECT args ->> 'seq' AS seq FROM jobs WHERE unique_key LIKE ${`${name}:%`} ORDER BY 1`
+        const covered = new Set([
+          ...jobSeqs.map((j) => BigInt(j.seq)),
+          ...lost.flatMap((r) =>
+            Array.from({ length: Number(r.lastSeq - r.firstSeq + 1n) }, (_, k) => r.firstSeq + BigInt(k)),
+          ),
+        ])
+        assert.deepStrictEqual(
+          [...covered].sort((a, b) => (a < b ? -1 : 1)),
+          [...old, fresh!],
+          "every event read or reported lost",
+        )
+
+        yield* Deferred.succeed(release, undefined)
+        assert.strictEqual(yield* Fiber.join(reader), before, "the reader kept its rows")
+        assert.isAtLeast(before, 2)
+        const done = yield* Fiber.join(retention)
+        assert.include(done.dropped, dayName(now - 50 * dayMillis))
+
+        lost.length = 0
+        const after = yield* round(late)
+        assert.strictEqual(after._tag, "Processed")
+        assert.deepStrictEqual(lost, [{ firstSeq: old[0]!, lastSeq: old[1]! }])
       }),
   )
 })
