@@ -1,0 +1,155 @@
+/**
+ * `npm run bench -- retention`: what retention costs while the log is in use, on a log of 30 days
+ * whose day 20 days back holds BENCH_RETENTION_BIG_DAY (1,000,000) rows and every other day
+ * BENCH_RETENTION_DAY_ROWS (10,000).
+ *
+ *   1. Appends during a detach: a steady BENCH_RETENTION_RATE (500) events/s, one per transaction,
+ *      through `EventLog.append` for BENCH_RETENTION_SECONDS (20 s) twice: first with nothing else
+ *      running (the same-run baseline), then while `Retention.run` detaches and drops every day
+ *      older than 19 days, the big one among them. Append latency p50/p95/p99 of both windows.
+ *   2. The consumer's read (`EventLog.readFrom` after a cursor 1,000 events behind the head, 500
+ *      events, as the transactional round reads) with 30 days of partitions holding rows, and again
+ *      after retention has left two: median of BENCH_RETENTION_READS (300) reads each.
+ *
+ * Targets (issue 15): append p99 during the detach at most 2x the baseline's; the read with 30
+ * days within 1.2x of the read with 1.
+ */
+import { Config, Duration, Effect, Fiber } from "effect"
+import { SqlClient } from "effect/sql"
+import { EventLog } from "../../src/log/EventLog.ts"
+import * as Retention from "../../src/log/Retention.ts"
+import type { Benchmark } from "../plumbing/Benchmark.ts"
+import { BenchServer } from "../plumbing/BenchServer.ts"
+import { round3 } from "../plumbing/Figures.ts"
+import { distribution } from "../plumbing/Handoff.ts"
+import type { Report, Target } from "../plumbing/Report.ts"
+import { eventAt } from "../plumbing/SampleEvent.ts"
+import * as Throughput from "../plumbing/Throughput.ts"
+
+const settings = Config.all({
+  bigDay: Config.Int("BENCH_RETENTION_BIG_DAY").pipe(Config.withDefault(1_000_000)),
+  dayRows: Config.Int("BENCH_RETENTION_DAY_ROWS").pipe(Config.withDefault(10_000)),
+  rate: Config.Number("BENCH_RETENTION_RATE").pipe(Config.withDefault(500)),
+  seconds: Config.Number("BENCH_RETENTION_SECONDS").pipe(Config.withDefault(20)),
+  reads: Config.Int("BENCH_RETENTION_READS").pipe(Config.withDefault(300)),
+})
+
+const dayMillis = 86_400_000
+const bigDayAgo = 20
+
+/** 30 days of events in seq order, day `bigDayAgo` back with `bigDay` rows, the others `dayRows`. */
+const fill = (bigDay: number, dayRows: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const today = Math.floor(Date.now() / dayMillis) * dayMillis
+    yield* sql`SELECT event_log_ensure_partitions(${new Date(today - 29 * dayMillis).toISOString()}::timestamptz, interval '29 days')`
+    let seq = 0
+    for (let ago = 29; ago >= 0; ago--) {
+      const rows = ago === bigDayAgo ? bigDay : dayRows
+      const start = today - ago * dayMillis
+      // Today's rows end an hour before now at the latest, so the appends that follow stay later.
+      const span = ago === 0 ? Math.max(1, Date.now() - start - 3_600_000) : dayMillis - 1
+      yield* sql`
+        INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload)
+        SELECT ${seq} + i, 1, ${new Date(start).toISOString()}::timestamptz + make_interval(secs => (i - 1) * ${span / rows / 1000}::float8),
+               'space-' || (i % 50), 'item.created', 'bench', jsonb_build_object('i', i)
+        FROM generate_series(1, ${rows}) AS i`
+      seq += rows
+    }
+    yield* sql`UPDATE event_seq SET value = ${seq}, last_at = (SELECT max(occurred_at) FROM event_log)`
+    yield* sql.unsafe("VACUUM ANALYZE event_log")
+    yield* sql.unsafe("CHECKPOINT")
+    return seq
+  })
+
+/** Median and spread of `reads` consumer reads of 500 events, 1,000 behind the head. */
+const consumerReads = (reads: number) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const log = yield* EventLog
+    const [head] = yield* sql<{ seq: bigint }>`SELECT value AS seq FROM event_seq`
+    const from = head!.seq - 1000n
+    const cursor = sql`
+      SELECT ${from}::bigint AS last_seq, (SELECT occurred_at FROM event_log WHERE seq = ${from}) AS last_at`
+    const times: Array<number> = []
+    for (let i = 0; i < reads; i++) {
+      const t0 = performance.now()
+      const read = yield* log.readFrom(cursor, 500)
+      times.push(performance.now() - t0)
+      if (read._tag === "None" || read.value.events.length !== 500)
+        return yield* Effect.die("the read did not return 500 events")
+    }
+    const partitions = (yield* sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = 'event_log'::regclass`)[0]!.n
+    return { partitions, ms: distribution(times) }
+  })
+
+/** Append latency at a steady rate for `seconds`, with `alongside` running from the start. */
+const appendWindow = <A, E>(rate: number, seconds: number, alongside: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+  Effect.gen(function* () {
+    const log = yield* EventLog
+    const total = Math.round(rate * seconds)
+    const ms = new Float64Array(total).fill(Number.NaN)
+    const lateTick = new Float64Array(total).fill(Number.NaN)
+    const side = yield* Effect.forkChild(Effect.timed(alongside))
+    yield* Throughput.steady({ total, interval: 1000 / rate, t0: performance.now() + 10, lateTick }, (i, sent) =>
+      log.append([eventAt(i)]).pipe(
+        Effect.tap(() => Effect.sync(() => (ms[i] = performance.now() - sent))),
+        Effect.asVoid,
+        Effect.orDie,
+      ),
+    )
+    const [took, result] = yield* Effect.orDie(Fiber.join(side))
+    return { appendMs: distribution([...ms]), alongsideMs: round3(Duration.toMillis(took)), alongside: result }
+  })
+
+const run = Effect.gen(function* () {
+  const config = yield* settings
+  const events = yield* fill(config.bigDay, config.dayRows)
+  const reads30 = yield* consumerReads(config.reads)
+  const baseline = yield* appendWindow(config.rate, config.seconds, Effect.void)
+  const during = yield* appendWindow(
+    config.rate,
+    config.seconds,
+    Retention.run({ retention: Duration.days(bigDayAgo - 1) }),
+  )
+  yield* Retention.run({ retention: Duration.days(1) })
+  const reads1 = yield* consumerReads(config.reads)
+  const p99Ratio = round3(during.appendMs.p99 / baseline.appendMs.p99)
+  const readRatio = round3(reads30.ms.p50 / reads1.ms.p50)
+  const targets: ReadonlyArray<Target> = [
+    { name: "append p99 during detach / without (x)", value: p99Ratio, target: 2, met: p99Ratio <= 2 },
+    { name: "consumer read, 30 days / 1 day of partitions (x)", value: readRatio, target: 1.2, met: readRatio <= 1.2 },
+  ]
+  const row = (name: string, d: { p50: number; p95: number; p99: number }) => [name, `${d.p50}`, `${d.p95}`, `${d.p99}`]
+  return {
+    conditions: { ...config, eventsBefore: events, producerConnections: 8, eventsPerTransaction: 1 },
+    results: { baseline, during, reads30, reads1, p99Ratio, readRatio },
+    baseline: {
+      appends: "the same producer, same rate, just before, without a detach",
+      reads: "the same read with 2 partitions left",
+    },
+    targets,
+    table: {
+      columns: ["case", "p50 ms", "p95 ms", "p99 ms"],
+      rows: [
+        row("append, no detach", baseline.appendMs),
+        row(
+          `append, detach + drop of ${(during.alongside as Retention.RetentionRun).dropped.length} days`,
+          during.appendMs,
+        ),
+        row(`consumer read, ${reads30.partitions} partitions`, reads30.ms),
+        row(`consumer read, ${reads1.partitions} partitions`, reads1.ms),
+      ],
+    },
+  } satisfies Report
+})
+
+export default {
+  description:
+    "append latency while a 1M-row day is detached and dropped; the consumer's read with 30 vs 1 days of partitions",
+  run: Effect.gen(function* () {
+    const server = yield* BenchServer
+    return yield* run.pipe(Effect.provide(EventLog.layer), Effect.provide(server.pool(8)))
+  }),
+} satisfies Benchmark
