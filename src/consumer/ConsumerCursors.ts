@@ -1,0 +1,42 @@
+/**
+ * Every consumer's cursor at once, for `bothy restore finalize`: after a restore, as the decision
+ * record says, every cursor goes to the head of the restored log. The events up to that head were
+ * read, and their consequences created and probably delivered, before the restore; the work that was
+ * still pending at the restore point is kept in its own tables. Moving on from the head keeps a
+ * consumer from creating that work a second time.
+ *
+ * The cursors are locked without waiting: a cursor locked by someone else means a consumer round is
+ * running right now, which after a restore must not be, so the caller hears of it at once.
+ */
+import { Effect, Schema } from "effect"
+import { SqlClient } from "effect/sql"
+import { pgFailure } from "../platform/PgError.ts"
+
+export class ConsumerRoundRunning extends Schema.TaggedError<ConsumerRoundRunning>()("ConsumerRoundRunning", {
+  detail: Schema.String,
+}) {
+  override get message() {
+    return `a consumer round holds its cursor (a worker is running): ${this.detail}`
+  }
+}
+
+export interface CursorMove {
+  readonly name: string
+  readonly from: bigint
+  readonly to: bigint
+}
+
+/** Sets every cursor to `head` inside the caller's transaction; returns each one's move, by name. */
+export const moveAllTo = Effect.fn("ConsumerCursors.moveAllTo")(function* (head: bigint) {
+  const sql = yield* SqlClient.SqlClient
+  const cursors = yield* sql<{ name: string; from: bigint }>`
+    SELECT name, last_seq AS "from" FROM event_consumer_cursors ORDER BY name FOR UPDATE NOWAIT`.pipe(
+    Effect.catchIf(
+      (e) => pgFailure(e).code === "55P03",
+      (e) => Effect.fail(new ConsumerRoundRunning({ detail: pgFailure(e).message })),
+    ),
+  )
+  yield* sql`
+    UPDATE event_consumer_cursors SET last_seq = ${head}, updated_at = clock_timestamp() WHERE last_seq <> ${head}`
+  return cursors.map((c): CursorMove => ({ name: c.name, from: c.from, to: head }))
+})
