@@ -51,7 +51,7 @@ export interface Finalized {
 const refuseLiveWorkers = Effect.gen(function* () {
   const live = yield* JobLease.live()
   if (live.length === 0) return
-  const until = live.reduce((a, w) => (w.expiresAt > a ? w.expiresAt : a), live[0]!.expiresAt)
+  const until = new Date(Math.max(...live.map((w) => w.expiresAt.getTime())))
   return yield* new WorkersStillRunning({ workers: live.map((w) => w.id), leaseUntil: until })
 })
 

@@ -14,7 +14,13 @@ const state = Effect.gen(function* () {
   const cursors = yield* sql<{ name: string; lastSeq: bigint }>`
     SELECT name, last_seq AS "lastSeq" FROM event_consumer_cursors ORDER BY name`
   const jobs = yield* sql<{ id: bigint; kind: string; state: string }>`SELECT id, kind, state FROM jobs ORDER BY id`
-  const deliveries = yield* sql<{ id: bigint; eventSeq: bigint; state: string; sequence: bigint | null; epoch: number }>`
+  const deliveries = yield* sql<{
+    id: bigint
+    eventSeq: bigint
+    state: string
+    sequence: bigint | null
+    epoch: number
+  }>`
     SELECT id, event_seq AS "eventSeq", state, sequence, epoch FROM webhook_deliveries ORDER BY id`
   return { head: counter!.head, epoch: counter!.epoch, cursors, jobs, deliveries }
 })
@@ -91,7 +97,10 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("Restore finalize", (
         )
         assert.deepStrictEqual(first.deliveries, { numbered: 1, carried: 3 })
         const printed = RestoreFinalize.lines(first)
-        assert.include(printed, `epoch ${before.epoch} -> ${first.epoch} (head seq ${before.head}: the seqs after it are numbered in epoch ${first.epoch})`)
+        assert.include(
+          printed,
+          `epoch ${before.epoch} -> ${first.epoch} (head seq ${before.head}: the seqs after it are numbered in epoch ${first.epoch})`,
+        )
         for (const c of before.cursors) {
           assert.include(printed, `cursor ${c.name}: ${c.lastSeq} -> ${before.head}`)
         }

@@ -3,9 +3,10 @@
  * allowed (the receivers are local); and the `webhooks` consumer's round, run by hand.
  */
 import { randomBytes } from "node:crypto"
-import type { PgClient } from "@effect/sql-pg"
+import { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Layer, Queue, Redacted, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { inject } from "vitest"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as Consumer from "../../src/consumer/Consumer.ts"
@@ -17,6 +18,7 @@ import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { withDatabase } from "./DatabaseUrl.ts"
 import * as TestDatabase from "./TestDatabase.ts"
 
 export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64"))))
@@ -24,6 +26,8 @@ export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(r
 interface LayerOptions {
   readonly retrySteps?: ReadonlyArray<Duration.Duration>
   readonly pool?: Partial<PgClient.PgPoolConfig>
+  /** Default: a random one. */
+  readonly secretKey?: SecretBox.SecretKey
 }
 
 /** Everything but `Webhooks` (whose layer checks the sealing key against the schema), on `database`. */
@@ -31,7 +35,7 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
   Layer.mergeAll(PermissionGrants.layer, EventLog.layer, Jobs.layer, NotificationStream.layer()).pipe(
     Layer.provideMerge(
       WebhookConfig.layerWith({
-        secretKey: secretKey(),
+        secretKey: options.secretKey ?? secretKey(),
         policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
         ...(options.retrySteps === undefined ? {} : { retrySteps: options.retrySteps }),
       }),
@@ -41,6 +45,19 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
 
 export const layer = (options: LayerOptions = {}) =>
   Webhooks.layer.pipe(Layer.provideMerge(services(TestDatabase.layer(options.pool), options)))
+
+/**
+ * On the existing database `name` (which the test creates and drops itself: a restore drops and
+ * re-creates it), with the same `secretKey` each time.
+ */
+export const layerAt = (name: string, options: LayerOptions & { readonly secretKey: SecretBox.SecretKey }) => {
+  const url = withDatabase(inject("pgAdminUrl"), name)
+  const database = Layer.merge(
+    PgClient.layer({ url: Redacted.make(url), maxConnections: 10, ...options.pool }),
+    Layer.succeed(TestDatabase.TestDatabase, TestDatabase.TestDatabase.of({ name, url })),
+  ).pipe(Layer.orDie)
+  return Webhooks.layer.pipe(Layer.provideMerge(services(database, options)))
+}
 
 /**
  * On a database with no schema yet, for tests of a migration, and without `Webhooks`: the test
