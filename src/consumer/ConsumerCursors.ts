@@ -7,6 +7,9 @@
  *
  * The cursors are locked without waiting: a cursor locked by someone else means a consumer round is
  * running right now, which after a restore must not be, so the caller hears of it at once.
+ *
+ * Also one cursor's lock (`lock`), for a consumer's own changes that must fall between two rounds
+ * (a webhook subscription re-enabled from a seq the `webhooks` consumer has passed).
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -39,4 +42,16 @@ export const moveAllTo = Effect.fn("ConsumerCursors.moveAllTo")(function* (head:
   yield* sql`
     UPDATE event_consumer_cursors SET last_seq = ${head}, updated_at = clock_timestamp() WHERE last_seq <> ${head}`
   return cursors.map((c): CursorMove => ({ name: c.name, from: c.from, to: head }))
+})
+
+/**
+ * Locks the cursor of `name` inside the caller's transaction, waiting for a round that holds it, and
+ * returns its `last_seq`: until the caller commits, no round of that consumer runs, and the ones
+ * that ran before have committed (`undefined`: no such consumer).
+ */
+export const lock = Effect.fn("ConsumerCursors.lock")(function* (name: string) {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* sql<{ lastSeq: bigint }>`
+    SELECT last_seq AS "lastSeq" FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE`
+  return row?.lastSeq
 })
