@@ -1,9 +1,12 @@
 /**
- * Every consumer's cursor at once, for `bothy restore finalize`: after a restore, as the decision
- * record says, every cursor goes to the head of the restored log. The events up to that head were
- * read, and their consequences created and probably delivered, before the restore; the work that was
- * still pending at the restore point is kept in its own tables. Moving on from the head keeps a
- * consumer from creating that work a second time.
+ * Consumer cursors moved or held from outside a round.
+ *
+ * Every cursor at once, for `bothy restore finalize`: after a restore, as the decision record says,
+ * every cursor goes to the head of the restored log. The events up to that head were committed
+ * before the backup; a consumer that had not read them by then most likely did afterwards, in the
+ * history the restore undid, and receivers may have got their work. Reading them again would
+ * create that work a second time, under new ids. The work pending at the restore point itself is
+ * kept, in its own tables.
  *
  * The cursors are locked without waiting: a cursor locked by someone else means a consumer round is
  * running right now, which after a restore must not be, so the caller hears of it at once.

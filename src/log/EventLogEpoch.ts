@@ -58,3 +58,17 @@ export const unsequencedAppends = Effect.fn("EventLogEpoch.unsequencedAppends")(
   const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log_pending`
   return row?.n ?? 0
 })
+
+/**
+ * The holder of the `post_commit` sequencer's lease while it is live (none without that mode's
+ * `event_sequencer` table): a sequencer numbering appends right now.
+ */
+export const liveSequencer = Effect.fn("EventLogEpoch.liveSequencer")(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const [table] = yield* sql<{ present: boolean }>`SELECT to_regclass('event_sequencer') IS NOT NULL AS present`
+  if (table?.present !== true) return undefined
+  const [row] = yield* sql<{ holder: string; expiresAt: Date }>`
+    SELECT holder, expires_at AS "expiresAt" FROM event_sequencer
+    WHERE holder IS NOT NULL AND expires_at > clock_timestamp()`
+  return row
+})

@@ -2,7 +2,8 @@
  * `bothy restore finalize`: what a database restored from a backup (or to a point in time) needs
  * before any worker or producer runs on it again, in one transaction:
  *
- *   workers   no live worker lease (`job_workers`), no consumer round holding its cursor ── else: refused
+ *   workers   no live worker lease (`job_workers`, the `post_commit` sequencer's), no consumer round
+ *             holding its cursor ── else: refused, nothing changed
  *   detaches  every pending `event_log` partition detach finalized (`EventLogDetach`)
  *   epoch     a new log epoch, never given before (`EventLogEpoch`), under the append lock
  *   cursors   every consumer cursor at the restored head (`ConsumerCursors`)
@@ -49,7 +50,11 @@ export interface Finalized {
 }
 
 const refuseLiveWorkers = Effect.gen(function* () {
-  const live = yield* JobLease.live()
+  const sequencer = yield* EventLogEpoch.liveSequencer()
+  const live = [
+    ...(yield* JobLease.live()),
+    ...(sequencer === undefined ? [] : [{ id: `sequencer ${sequencer.holder}`, expiresAt: sequencer.expiresAt }]),
+  ]
   if (live.length === 0) return
   const until = new Date(Math.max(...live.map((w) => w.expiresAt.getTime())))
   return yield* new WorkersStillRunning({ workers: live.map((w) => w.id), leaseUntil: until })
@@ -77,7 +82,7 @@ export const lines = (f: Finalized): ReadonlyArray<string> => [
   ...f.cursors.map((c) =>
     c.from === c.to ? `cursor ${c.name}: at ${c.to} already` : `cursor ${c.name}: ${c.from} -> ${c.to}`,
   ),
-  ...f.detached.map((name) => `detach finalized: ${name} (a table of its own now; retention drops it)`),
+  ...f.detached.map((name) => `detach finalized: ${name} (now a table of its own, with its rows; not dropped)`),
   `webhook deliveries pending: ${f.deliveries.numbered} keep their number and webhook-id, ${f.deliveries.carried} not numbered yet moved to epoch ${f.epoch}`,
   ...(f.unsequenced > 0
     ? [`appends waiting for the sequencer: ${f.unsequenced} (numbered after seq ${f.head}, in epoch ${f.epoch})`]

@@ -104,7 +104,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("Restore finalize", (
         for (const c of before.cursors) {
           assert.include(printed, `cursor ${c.name}: ${c.lastSeq} -> ${before.head}`)
         }
-        assert.include(printed, `detach finalized: ${partition} (a table of its own now; retention drops it)`)
+        assert.include(printed, `detach finalized: ${partition} (now a table of its own, with its rows; not dropped)`)
 
         // Run twice in a row: nothing new to do, and no work created; one more epoch.
         const second = yield* RestoreFinalize.finalize()
