@@ -1,60 +1,23 @@
 import { randomUUID } from "node:crypto"
 import { assert, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Layer, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { Webhook } from "standardwebhooks"
 import { inject } from "vitest"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as RestoreFinalize from "../../src/ops/RestoreFinalize.ts"
-import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { adminSql } from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
-interface Envelope {
-  readonly epoch: number
-  readonly sequence: number
-  readonly data: { readonly i: number }
-}
-
-const envelope = (r: WebhookReceiver.Received) => JSON.parse(r.body) as Envelope
-
-const deliveries = (subscriptionId: string) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql<{ i: number; state: string; sequence: bigint | null; attempts: number }>`
-      SELECT (e.payload->>'i')::int AS i, d.state, d.sequence, d.attempts
-      FROM webhook_deliveries AS d JOIN event_log AS e ON e.seq = d.event_seq
-      WHERE d.subscription_id = ${subscriptionId}::uuid ORDER BY d.event_seq`,
-  )
-
 /** The `webhooks` consumer and the drain jobs, for the rest of the scope. */
 const startWorker = (signals: TestWebhooks.Signals) =>
   Effect.gen(function* () {
     yield* Layer.build(WebhookFanOut.layer({ batchSize: 50, pollInterval: "50 millis" }))
-    const kind = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
-    yield* Layer.build(
-      JobWorker.layer({
-        kinds: [kind],
-        queues: { webhooks: { concurrency: 4 } },
-        pollInterval: "50 millis",
-        onFinalized: signals.onFinalized,
-      }),
-    )
+    yield* TestWebhooks.startDrainers(signals)
   })
-
-/** Runs until nothing of the subscription is pending and the event `last` is delivered. */
-const deliverThrough = (signals: TestWebhooks.Signals, subscriptionId: string, last: number) =>
-  signals.until(
-    Effect.map(
-      deliveries(subscriptionId),
-      (rows) => rows.every((d) => d.state !== "pending") && rows.some((d) => d.i === last && d.state === "delivered"),
-    ),
-  )
 
 /** `finalize` as a run at `millis` would (the epoch's floor comes from `Clock`). */
 const finalizeAt = (millis: number) =>
@@ -100,18 +63,20 @@ it.live(
         yield* startWorker(signals)
         yield* append(a, 0)
         yield* append(a, 1)
-        yield* deliverThrough(signals, sub.id, 1)
+        yield* TestWebhooks.deliveredThrough(signals, sub.id, 1)
         failing = true
         yield* append(a, 2)
-        yield* signals.until(Effect.map(deliveries(sub.id), (rows) => rows.some((d) => d.i === 2 && d.attempts > 0)))
+        yield* signals.until(
+          Effect.map(TestWebhooks.deliveries(sub.id), (rows) => rows.some((d) => d.i === 2 && d.attempts > 0)),
+        )
         yield* append(b, 3)
         yield* append(a, 4)
         yield* append(a, 5)
-        yield* signals.until(Effect.map(deliveries(sub.id), (rows) => rows.length === 6))
+        yield* signals.until(Effect.map(TestWebhooks.deliveries(sub.id), (rows) => rows.length === 6))
         return sub
       }).pipe(Effect.scoped, Effect.provide(onDb))
       yield* adminSql(`CREATE DATABASE "${backup}" TEMPLATE "${db}"`)
-      const atBackup = yield* deliveries(sub.id).pipe(Effect.provide(onDb))
+      const atBackup = yield* TestWebhooks.deliveries(sub.id).pipe(Effect.provide(onDb))
       assert.deepStrictEqual(
         atBackup.map((d) => [d.i, d.state, d.sequence]),
         [
@@ -135,7 +100,7 @@ it.live(
           yield* startWorker(signals)
           yield* append(a, from)
           yield* append(a, from + 1)
-          yield* deliverThrough(signals, sub.id, from + 1)
+          yield* TestWebhooks.deliveredThrough(signals, sub.id, from + 1)
         }).pipe(Effect.scoped, Effect.provide(onDb))
       yield* lostHistory(6)
       const beforeRestore = receiver.log.length
@@ -150,16 +115,16 @@ it.live(
         yield* startWorker(signals)
         yield* append(a, 8)
         yield* append(a, 9)
-        yield* deliverThrough(signals, sub.id, 9)
+        yield* TestWebhooks.deliveredThrough(signals, sub.id, 9)
       }).pipe(Effect.scoped, Effect.provide(onDb))
       const afterFirst = receiver.log.slice(beforeRestore).filter((r) => r.status === 200)
       assert.deepStrictEqual(
-        afterFirst.map((r) => envelope(r).data.i),
+        afterFirst.map((r) => TestWebhooks.envelope(r).data.i),
         [2, 3, 4, 5, 8, 9],
         "what was pending at the backup, then the new events",
       )
       assert.deepStrictEqual(
-        afterFirst.map((r) => [envelope(r).epoch, envelope(r).sequence]),
+        afterFirst.map((r) => [TestWebhooks.envelope(r).epoch, TestWebhooks.envelope(r).sequence]),
         [
           [first.previousEpoch, 3],
           [first.epoch, 4],
@@ -185,7 +150,7 @@ it.live(
       const byPair = new Map<string, number>()
       for (const r of receiver.log) {
         verifier.verify(r.body, r.headers as Record<string, string>)
-        const e = envelope(r)
+        const e = TestWebhooks.envelope(r)
         const id = String(r.headers["webhook-id"])
         assert.strictEqual(id, `msg_${e.epoch}_${sub.id}_${e.sequence}`)
         assert.strictEqual(byId.get(id) ?? e.data.i, e.data.i, `${id} came again with event ${e.data.i}`)
@@ -195,14 +160,14 @@ it.live(
         byPair.set(pair, e.data.i)
       }
       const idsOf = (i: number) =>
-        new Set(receiver.log.filter((r) => envelope(r).data.i === i).map((r) => r.headers["webhook-id"]))
+        new Set(receiver.log.filter((r) => TestWebhooks.envelope(r).data.i === i).map((r) => r.headers["webhook-id"]))
       assert.strictEqual(
         idsOf(2).size,
         1,
         "the delivery pending at the backup came back under the id the receiver knew",
       )
       assert.deepStrictEqual(
-        [...new Set(receiver.log.map((r) => envelope(r).epoch))],
+        [...new Set(receiver.log.map((r) => TestWebhooks.envelope(r).epoch))],
         [first.previousEpoch, first.epoch, second.epoch],
       )
     }).pipe(Effect.scoped),

@@ -1,51 +1,12 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { disable } from "../../src/webhooks/SubscriptionStates.ts"
-import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(10)] })
-
-interface Envelope {
-  readonly sequence: number
-  readonly data: { readonly i: number }
-}
-
-const envelope = (r: WebhookReceiver.Received) => JSON.parse(r.body) as Envelope
-
-const startDrainers = (signals: TestWebhooks.Signals) =>
-  Effect.gen(function* () {
-    const kind = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
-    yield* Layer.build(
-      JobWorker.layer({
-        kinds: [kind],
-        queues: { webhooks: { concurrency: 4 } },
-        pollInterval: "50 millis",
-        onFinalized: signals.onFinalized,
-      }),
-    )
-  })
-
-const deliveries = (subscriptionId: string) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql<{ i: number | null; state: string; deadReason: string | null; sequence: bigint | null }>`
-      SELECT (e.payload->>'i')::int AS i, d.state, d.dead_reason AS "deadReason", d.sequence
-      FROM webhook_deliveries AS d LEFT JOIN event_log AS e ON e.seq = d.event_seq
-      WHERE d.subscription_id = ${subscriptionId}::uuid ORDER BY d.event_seq`,
-  )
-
-const delivered = (signals: TestWebhooks.Signals, subscriptionId: string, i: number) =>
-  signals.until(
-    Effect.map(
-      deliveries(subscriptionId),
-      (rows) => rows.every((d) => d.state !== "pending") && rows.some((d) => d.i === i && d.state === "delivered"),
-    ),
-  )
 
 /**
  * Retention's effect on `seqs`: their events move to a day partition 30 days back, which is then
@@ -82,7 +43,7 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
         yield* TestWebhooks.round()
         yield* dropFromLog([first.firstSeq, second.firstSeq])
         // The drainer finds the event of its next delivery gone: the subscription is disabled (gap).
-        yield* startDrainers(signals)
+        yield* TestWebhooks.startDrainers(signals)
         yield* signals.until(Effect.map(webhooks.get(sub.id), (s) => s.disabledCause === "gap"))
         // While it is disabled: one in its scope, one outside, one in it; the rounds skip it.
         yield* append("g-a", 3)
@@ -90,7 +51,7 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
         yield* append("g-a", 5)
         yield* TestWebhooks.round()
         assert.deepStrictEqual(
-          (yield* deliveries(sub.id)).map((d) => [d.i, d.state, d.deadReason]),
+          (yield* TestWebhooks.deliveries(sub.id)).map((d) => [d.i, d.state, d.deadReason]),
           [
             [null, "dead", "disabled:gap"],
             [null, "dead", "disabled:gap"],
@@ -111,12 +72,12 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
 
         const enabled = yield* webhooks.enable(sub.id, { fromSeq: second.firstSeq + 1n })
         assert.deepStrictEqual(enabled, { _tag: "Enabled", after: second.firstSeq, deliveries: 3 })
-        yield* delivered(signals, sub.id, 5)
+        yield* TestWebhooks.deliveredThrough(signals, sub.id, 5)
         yield* append("g-a", 6)
         yield* TestWebhooks.round()
-        yield* delivered(signals, sub.id, 6)
+        yield* TestWebhooks.deliveredThrough(signals, sub.id, 6)
         assert.deepStrictEqual(
-          receiver.log.map((r) => [envelope(r).data.i, envelope(r).sequence]),
+          receiver.log.map((r) => [TestWebhooks.envelope(r).data.i, TestWebhooks.envelope(r).sequence]),
           [
             [2, 1],
             [3, 2],
@@ -137,10 +98,10 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
         const signals = yield* TestWebhooks.signals
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
         const sub = yield* TestWebhooks.subscribe("owner-h", receiver.url("/h"), ["h-a"])
-        yield* startDrainers(signals)
+        yield* TestWebhooks.startDrainers(signals)
         yield* append("h-a", 0)
         yield* TestWebhooks.round()
-        yield* delivered(signals, sub.id, 0)
+        yield* TestWebhooks.deliveredThrough(signals, sub.id, 0)
         yield* disable([sub.id], "gap")
         yield* append("h-a", 1)
         yield* append("h-a", 2)
@@ -153,9 +114,9 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
         assert.deepStrictEqual([s.state, s.disabledCause, s.startedSeq], ["active", null, head])
         yield* append("h-a", 3)
         yield* TestWebhooks.round()
-        yield* delivered(signals, sub.id, 3)
+        yield* TestWebhooks.deliveredThrough(signals, sub.id, 3)
         assert.deepStrictEqual(
-          receiver.log.map((r) => [envelope(r).data.i, envelope(r).sequence]),
+          receiver.log.map((r) => [TestWebhooks.envelope(r).data.i, TestWebhooks.envelope(r).sequence]),
           [
             [0, 1],
             [3, 2],
