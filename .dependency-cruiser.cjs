@@ -55,6 +55,13 @@ module.exports = {
       to: { path: "^src/", pathNot: "^src/(platform|$1)/" },
     },
     {
+      name: "ops-composes-parts",
+      comment: "src/ops/ holds operations that span parts (restore finalize); like bin/, no part imports it",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/(ops|bin)/|^src/index[.][jt]s$" },
+      to: { path: part("ops") },
+    },
+    {
       name: "nothing-imports-bin",
       comment: "src/bin/ is the composition root: nothing imports it",
       severity: "error",

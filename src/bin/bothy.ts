@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 /**
  * The `bothy` command. `worker` runs the long-lived process (see `Worker`); `migrate` applies
- * migrations and exits; a bare `bothy` prints its help and exits 0.
+ * migrations and exits; `restore finalize` prepares a restored database (`RestoreFinalize`); a bare
+ * `bothy` prints its help and exits 0.
  * Without `DATABASE_URL` both start an embedded PostgreSQL under `BOTHY_HOME` and stop it on exit.
  *
  * SIGTERM and SIGINT interrupt the main fiber, so every finalizer runs (the embedded server, in its
@@ -14,6 +15,7 @@ import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, type LogLevel, Option, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
+import * as RestoreFinalize from "../ops/RestoreFinalize.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as PushConfig from "../push/PushConfig.ts"
@@ -92,9 +94,27 @@ const push = Command.make("push").pipe(
   Command.withSubcommands([pushKeys]),
 )
 
+// Migrations first: finalize's statements are written against the current schema, and a worker
+// started afterwards would apply them anyway.
+const restoreFinalize = Command.make("finalize", {}, () =>
+  Effect.gen(function* () {
+    const finalized = yield* RestoreFinalize.finalize()
+    yield* Console.log(RestoreFinalize.lines(finalized).join("\n"))
+  }).pipe(Effect.provide(Database.migrate), Effect.provide(Database.layer)),
+).pipe(
+  Command.withDescription(
+    "After restoring the database from a backup: every consumer cursor to the head, a new log epoch, pending detaches finalized; run it before any worker or producer starts",
+  ),
+)
+
+const restore = Command.make("restore").pipe(
+  Command.withDescription("Database restore tools"),
+  Command.withSubcommands([restoreFinalize]),
+)
+
 const bothy = Command.make("bothy").pipe(
   Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
-  Command.withSubcommands([worker, migrate, push]),
+  Command.withSubcommands([worker, migrate, push, restore]),
 )
 
 /** Expected failures are one line; defects keep their full cause; the CLI prints its own errors. */

@@ -23,6 +23,13 @@ export const release = Effect.fnUntraced(function* (worker: string) {
   yield* sql`DELETE FROM job_workers WHERE id = ${worker}`
 })
 
+/** The workers whose lease has not expired: processes running now, or stopped less than a lease ago. */
+export const live = Effect.fnUntraced(function* () {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<{ id: string; expiresAt: Date }>`
+    SELECT id, expires_at AS "expiresAt" FROM job_workers WHERE expires_at > clock_timestamp() ORDER BY id`
+})
+
 /** Returns the rescued jobs' ids. */
 export const rescue = Effect.fnUntraced(function* () {
   const sql = yield* SqlClient.SqlClient

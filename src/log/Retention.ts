@@ -17,8 +17,8 @@
  *   ensure     the partitions from today through today + runway (by `now`, so a worker that was
  *              down for days creates the ones it missed)
  *
- * DETACH CONCURRENTLY and FINALIZE cannot run in a transaction block or beside another statement:
- * each runs alone on a connection reserved for it, under a lock timeout (it never queues for long
+ * DETACH CONCURRENTLY cannot run in a transaction block or beside another statement (FINALIZE
+ * can, but waits for old readers just the same): each runs alone on a connection reserved for it, under a lock timeout (it never queues for long
  * behind a lock) and a statement timeout (a reader that never ends cannot hold it for ever: it is
  * left pending, and the next run finishes it). Two workers running at once only get in each
  * other's way: the loser's statement fails on the lock or finds the work done, and is skipped.
@@ -28,6 +28,7 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { pgFailure } from "../platform/PgError.ts"
 import * as SqlInterval from "../platform/SqlInterval.ts"
+import * as EventLogDetach from "./EventLogDetach.ts"
 import * as EventLogPartitions from "./EventLogPartitions.ts"
 
 export interface RetentionOptions {
@@ -66,12 +67,6 @@ const oldDays = (sql: SqlClient.SqlClient, cutoff: Date) =>
     WHERE c.relkind = 'r' AND c.relname ~ '^event_log_[0-9]{8}$'
       AND to_date(substr(c.relname, 11), 'YYYYMMDD') + 1 <= (${cutoff.toISOString()}::timestamptz AT TIME ZONE 'UTC')::date
     ORDER BY c.relname`
-
-/** Detaches left pending, whatever their age. */
-const pendingDetaches = (sql: SqlClient.SqlClient) =>
-  sql<{ name: string }>`
-    SELECT c.relname AS name FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
-    WHERE i.inhparent = 'event_log'::regclass AND i.inhdetachpending ORDER BY c.relname`
 
 /** Runs `statement` alone on a reserved connection, under the timeouts; reset before it goes back to the pool. */
 const alone = (sql: SqlClient.SqlClient, statement: string, options: Required<RetentionOptions>) =>
@@ -122,7 +117,7 @@ export const run = Effect.fn("Retention.run")(function* (options: RetentionOptio
     )
 
   const finalized: Array<string> = []
-  for (const { name } of yield* pendingDetaches(sql)) {
+  for (const { name } of yield* EventLogDetach.pending(sql)) {
     if (yield* attempt(name, `ALTER TABLE event_log DETACH PARTITION ${quoted(name)} FINALIZE`)) finalized.push(name)
   }
   const detached: Array<string> = []

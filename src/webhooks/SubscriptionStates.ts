@@ -3,7 +3,8 @@
  * `webhooks` consumer's loss handler, the delivery job). Disabling a subscription ends its pending
  * deliveries and frees its drain slot in the same statement: a disabled subscription has nothing in
  * flight, its drainer (perhaps snoozed for hours after a failure) stops at its next step, and
- * enabling it again starts from the head of the log with a fresh drainer.
+ * enabling it again (`SubscriptionResume`) starts from the head of the log or from a seq still in
+ * it, with a fresh drainer.
  */
 import { Effect, Metric } from "effect"
 import { SqlClient } from "effect/sql"

@@ -1,6 +1,6 @@
 /**
  * What a receiver gets for one delivery: the JSON envelope (`version`, `type`, `timestamp`,
- * `sequence`, `space`, `data`), signed with the subscription's secrets under the Standard Webhooks
+ * `epoch`, `sequence`, `space`, `data`), signed with the subscription's secrets under the Standard Webhooks
  * headers (`WebhookSignature`), POSTed through the run's checked connections.
  *
  * What it keeps true: the `webhook-id` comes from the delivery's epoch, subscription and number,
@@ -15,12 +15,17 @@ import type { Run } from "./DrainRun.ts"
 import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
 import * as WebhookSignature from "./WebhookSignature.ts"
 
-/** The request body of `d`, numbered `sequence`. */
+/**
+ * The request body of `d`, numbered `sequence`. `epoch` goes with it: after a restore a
+ * subscription's numbers start again from the backup's, in a new epoch (see `WebhookEpoch`), so
+ * the pair is what never repeats.
+ */
 export const body = (d: PendingDelivery, sequence: bigint): string =>
   JSON.stringify({
     version: 1,
     type: d.type,
     timestamp: d.occurredAt!.toISOString(),
+    epoch: d.epoch,
     sequence: Number(sequence),
     space: d.space,
     data: d.payload,

@@ -28,9 +28,12 @@ import { firstIssue } from "../platform/FieldIssue.ts"
 import { storableCheck } from "../platform/StorableText.ts"
 import { isUuid } from "../platform/Uuid.ts"
 import * as DeliveryHistory from "./DeliveryHistory.ts"
+import { type Resumed, resume, type SeqNotInLog } from "./SubscriptionResume.ts"
 import { type DisabledCause, disable } from "./SubscriptionStates.ts"
 import { WebhookConfig } from "./WebhookConfig.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
+
+export { type Resumed, SeqNotInLog } from "./SubscriptionResume.ts"
 
 /** How long a rotated-out secret keeps signing. */
 export const rotationOverlap = Duration.hours(24)
@@ -69,6 +72,11 @@ export interface Subscription {
   readonly lastDeliveredSeq: bigint
   /** The last `sequence` a delivery of the subscription took (numbers are taken when first sent). */
   readonly sequence: bigint
+}
+
+export interface EnableOptions {
+  /** The first seq to send (still in the log, at most the head); absent: from the head. */
+  readonly fromSeq?: bigint
 }
 
 export class InvalidSubscription extends Schema.TaggedError<InvalidSubscription>()("InvalidSubscription", {
@@ -130,8 +138,16 @@ export class Webhooks extends Context.Service<
     >
     readonly get: (id: string) => Effect.Effect<Subscription, SubscriptionNotFound | SqlError>
     readonly disable: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
-    /** Active again, from the head of the log: what it missed while disabled is not sent. */
-    readonly enable: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
+    /**
+     * Active again (a subscription that is active already is left as it is). From the head of the
+     * log by default: what it missed while disabled is not sent. With `fromSeq`, a seq still in the
+     * log: the events from it on are sent, those the `webhooks` consumer had read already first, in
+     * seq order; a seq that left the log is refused with `SeqNotInLog`, naming the oldest seq kept.
+     */
+    readonly enable: (
+      id: string,
+      options?: EnableOptions,
+    ) => Effect.Effect<Exclude<Resumed, { readonly _tag: "NotFound" }>, SubscriptionNotFound | SeqNotInLog | SqlError>
     readonly rotateSecret: (id: string) => Effect.Effect<Redacted.Redacted<string>, SubscriptionNotFound | SqlError>
     readonly remove: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
   }
@@ -169,14 +185,11 @@ export class Webhooks extends Context.Service<
         yield* disable([id], "manual" satisfies DisabledCause).pipe(Effect.provideService(SqlClient.SqlClient, sql))
       })
 
-      const enable = Effect.fn("Webhooks.enable")(function* (id: string) {
+      const enable = Effect.fn("Webhooks.enable")(function* (id: string, options?: EnableOptions) {
         yield* checkId(id)
-        const rows = yield* sql`
-          UPDATE webhook_subscriptions SET state = 'active', disabled_cause = NULL, disabled_at = NULL,
-                 started_seq = (SELECT value FROM event_seq), last_delivered_seq = (SELECT value FROM event_seq),
-                 failing_first_at = NULL, failing_clock_at = NULL
-          WHERE id = ${id}::uuid RETURNING id`
-        yield* found(id, rows.length)
+        const resumed = yield* resume(id, options?.fromSeq).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        if (resumed._tag === "NotFound") return yield* new SubscriptionNotFound({ id })
+        return resumed
       })
 
       const rotateSecret = Effect.fn("Webhooks.rotateSecret")(function* (id: string) {

@@ -10,6 +10,7 @@ import { inject } from "vitest"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
+import * as JobLease from "../../src/jobs/JobLease.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as Migrations from "../../src/platform/Migrations.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
@@ -18,6 +19,7 @@ import { withDatabase } from "../support/DatabaseUrl.ts"
 import * as EmbeddedWorker from "../support/EmbeddedWorker.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { adminSql } from "../support/TestDatabase.ts"
+import * as TestServer from "../support/TestServer.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 /** A database of its own for the command, dropped with the scope: a clone of the migrated template, or empty. */
@@ -89,6 +91,61 @@ describe("bothy command", () => {
       ).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })))
       assert.strictEqual(rows[0]!.n, Object.keys(Migrations.migrations).length)
     }).pipe(Effect.scoped),
+  )
+
+  it.live(
+    "RestoreFinalizeSetsCursorsToHead: `bothy restore finalize` on DATABASE_URL prints what it changed, and is refused in one line while a worker's lease is live",
+    () =>
+      Effect.gen(function* () {
+        const url = yield* scratchDatabase("t_cli_r", "template")
+        const Db = PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })
+        const head = yield* Effect.gen(function* () {
+          const log = yield* EventLog
+          yield* log.append([{ space: "s", type: "item.created", actor: "a", payload: {} }])
+          return yield* log.append([{ space: "s", type: "item.created", actor: "a", payload: {} }])
+        }).pipe(Effect.provide(EventLog.layer.pipe(Layer.provideMerge(Db))))
+        const out = yield* NodeProcess.run(NodeProcess.bothy, ["restore", "finalize"], { DATABASE_URL: url })
+        assert.strictEqual(out.code, 0, out.stderr)
+        const epoch = /epoch 1 -> (\d+) \(head seq 2: the seqs after it are numbered in epoch \1\)/.exec(out.stdout)
+        assert.isNotNull(epoch, out.stdout)
+        assert.include(out.stdout, "cursor push: 0 -> 2")
+        assert.include(out.stdout, "cursor webhooks: 0 -> 2")
+        const [row] = yield* Effect.flatMap(
+          SqlClient.SqlClient,
+          (sql) => sql<{ epoch: number; at: number }>`
+            SELECT s.epoch, (SELECT count(*)::int FROM event_consumer_cursors WHERE last_seq = s.value) AS at
+            FROM event_seq AS s`,
+        ).pipe(Effect.provide(Db))
+        assert.deepStrictEqual(row, { epoch: Number(epoch![1]), at: 2 })
+        assert.strictEqual(head.lastSeq, 2n)
+
+        yield* JobLease.renew("worker-1", 60_000).pipe(Effect.provide(Db))
+        const refused = yield* NodeProcess.run(NodeProcess.bothy, ["restore", "finalize"], { DATABASE_URL: url })
+        assert.strictEqual(refused.code, 1)
+        assert.match(
+          refused.stderr,
+          /^bothy: workers hold live leases \(worker-1, until [^)]+\): stop every bothy worker/,
+        )
+        assert.strictEqual(refused.stderr.trim().split("\n").length, 1, refused.stderr)
+      }).pipe(Effect.scoped),
+  )
+
+  it.live(
+    "`bothy restore finalize` without DATABASE_URL finalizes the embedded server's database",
+    () =>
+      Effect.gen(function* () {
+        const home = yield* EmbeddedWorker.home
+        const port = String(yield* TestServer.freePort)
+        const env = { BOTHY_HOME: home, BOTHY_EMBEDDED_PORT: port }
+        const first = yield* NodeProcess.run(NodeProcess.bothy, ["restore", "finalize"], env)
+        assert.strictEqual(first.code, 0, first.stderr)
+        assert.match(first.stdout, /embedded PostgreSQL 18 listening/)
+        assert.match(first.stdout, /epoch 1 -> \d+ \(head seq 0/)
+        const second = yield* NodeProcess.run(NodeProcess.bothy, ["restore", "finalize"], env)
+        assert.strictEqual(second.code, 0, second.stderr)
+        assert.match(second.stdout, /cursor webhooks: at 0 already/)
+      }).pipe(Effect.scoped),
+    120_000,
   )
 
   it.live("a bad setting stops the worker with one line naming the key, before any server starts", () =>

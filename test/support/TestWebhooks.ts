@@ -3,20 +3,24 @@
  * allowed (the receivers are local); and the `webhooks` consumer's round, run by hand.
  */
 import { randomBytes } from "node:crypto"
-import type { PgClient } from "@effect/sql-pg"
+import { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Layer, Queue, Redacted, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { inject } from "vitest"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
 import type { JobInfo } from "../../src/jobs/JobKind.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
+import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
+import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { withDatabase } from "./DatabaseUrl.ts"
 import * as TestDatabase from "./TestDatabase.ts"
 
 export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64"))))
@@ -24,6 +28,8 @@ export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(r
 interface LayerOptions {
   readonly retrySteps?: ReadonlyArray<Duration.Duration>
   readonly pool?: Partial<PgClient.PgPoolConfig>
+  /** Default: a random one. */
+  readonly secretKey?: SecretBox.SecretKey
 }
 
 /** Everything but `Webhooks` (whose layer checks the sealing key against the schema), on `database`. */
@@ -31,7 +37,7 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
   Layer.mergeAll(PermissionGrants.layer, EventLog.layer, Jobs.layer, NotificationStream.layer()).pipe(
     Layer.provideMerge(
       WebhookConfig.layerWith({
-        secretKey: secretKey(),
+        secretKey: options.secretKey ?? secretKey(),
         policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
         ...(options.retrySteps === undefined ? {} : { retrySteps: options.retrySteps }),
       }),
@@ -41,6 +47,19 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
 
 export const layer = (options: LayerOptions = {}) =>
   Webhooks.layer.pipe(Layer.provideMerge(services(TestDatabase.layer(options.pool), options)))
+
+/**
+ * On the existing database `name` (which the test creates and drops itself: a restore drops and
+ * re-creates it), with the same `secretKey` each time.
+ */
+export const layerAt = (name: string, options: LayerOptions & { readonly secretKey: SecretBox.SecretKey }) => {
+  const url = withDatabase(inject("pgAdminUrl"), name)
+  const database = Layer.merge(
+    PgClient.layer({ url: Redacted.make(url), maxConnections: 10, ...options.pool }),
+    Layer.succeed(TestDatabase.TestDatabase, TestDatabase.TestDatabase.of({ name, url })),
+  ).pipe(Layer.orDie)
+  return Webhooks.layer.pipe(Layer.provideMerge(services(database, options)))
+}
 
 /**
  * On a database with no schema yet, for tests of a migration, and without `Webhooks`: the test
@@ -73,6 +92,23 @@ export const signals = Effect.gen(function* () {
 })
 
 export type Signals = Effect.Success<typeof signals>
+
+/** Drain jobs on queue `webhooks` for the rest of the scope; their records and outcomes wake `signals`. */
+export const startDrainers = (
+  signals: Signals,
+  options: { readonly concurrency?: number; readonly pollInterval?: Duration.Input } = {},
+) =>
+  Effect.gen(function* () {
+    const kind = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
+    yield* Layer.build(
+      JobWorker.layer({
+        kinds: [kind],
+        queues: { webhooks: { concurrency: options.concurrency ?? 4 } },
+        pollInterval: options.pollInterval ?? "50 millis",
+        onFinalized: signals.onFinalized,
+      }),
+    )
+  })
 
 /** A subscription of `owner`, who holds `webhook_out.deliver` on every space of its scope. */
 export const subscribe = (
@@ -108,5 +144,39 @@ export const drainJob = (subscriptionId: string) =>
         maxAttempts: WebhookFanOut.maxAttempts,
         createdAt: new Date(),
       }),
+    ),
+  )
+
+/** The envelope a receiver got, for tests whose events carry a number `i` in their payload. */
+export interface Envelope {
+  readonly epoch: number
+  readonly sequence: number
+  readonly data: { readonly i: number }
+}
+
+export const envelope = (r: { readonly body: string }) => JSON.parse(r.body) as Envelope
+
+/** The subscription's deliveries in seq order, with the `i` of their event (null once it left the log). */
+export const deliveries = (subscriptionId: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{
+      i: number | null
+      state: string
+      deadReason: string | null
+      sequence: bigint | null
+      attempts: number
+    }>`
+      SELECT (e.payload->>'i')::int AS i, d.state, d.dead_reason AS "deadReason", d.sequence, d.attempts
+      FROM webhook_deliveries AS d LEFT JOIN event_log AS e ON e.seq = d.event_seq
+      WHERE d.subscription_id = ${subscriptionId}::uuid ORDER BY d.event_seq`,
+  )
+
+/** Waits until nothing of the subscription is pending and the event numbered `i` is delivered. */
+export const deliveredThrough = (signals: Signals, subscriptionId: string, i: number) =>
+  signals.until(
+    Effect.map(
+      deliveries(subscriptionId),
+      (rows) => rows.every((d) => d.state !== "pending") && rows.some((d) => d.i === i && d.state === "delivered"),
     ),
   )
