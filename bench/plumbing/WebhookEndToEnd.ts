@@ -35,6 +35,7 @@ import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookC
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { series } from "./BacklogTrend.ts"
 import * as BenchReceiver from "./BenchReceiver.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
@@ -85,30 +86,7 @@ interface Sample {
   readonly lockWaiters: number
 }
 
-/** Least-squares slope of `y` over `t`, per second. */
-const slope = (points: ReadonlyArray<{ readonly t: number; readonly y: number }>) => {
-  const n = points.length
-  if (n < 2) return Number.NaN
-  const mt = points.reduce((s, p) => s + p.t, 0) / n
-  const my = points.reduce((s, p) => s + p.y, 0) / n
-  const num = points.reduce((s, p) => s + (p.t - mt) * (p.y - my), 0)
-  const den = points.reduce((s, p) => s + (p.t - mt) ** 2, 0)
-  return den === 0 ? Number.NaN : num / den
-}
-
 const round3 = (n: number) => Math.round(n * 1000) / 1000
-
-const series = (samples: ReadonlyArray<Sample>, pick: (s: Sample) => number, limit: number) => {
-  const values = samples.map(pick)
-  const perSecond = slope(samples.map((s) => ({ t: s.t, y: pick(s) })))
-  return {
-    first: values[0] ?? Number.NaN,
-    last: values.at(-1) ?? Number.NaN,
-    max: values.length === 0 ? Number.NaN : Math.max(...values),
-    slopePerSecond: round3(perSecond),
-    flat: perSecond <= limit,
-  }
-}
 
 // ---- one run ---------------------------------------------------------------------------------
 
