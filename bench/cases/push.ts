@@ -28,9 +28,10 @@
 import { Config, Console, Duration, Effect, Result } from "effect"
 import * as BothyConfig from "../../src/platform/BothyConfig.ts"
 import { defaults as pushDefaults } from "../../src/push/PushConfig.ts"
+import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import type { Benchmark } from "../plumbing/Benchmark.ts"
 import * as BenchPushService from "../plumbing/BenchPushService.ts"
-import { BenchServer } from "../plumbing/BenchServer.ts"
+import { BenchServer, pgClientConfig } from "../plumbing/BenchServer.ts"
 import { packageVersion, round3 } from "../plumbing/Figures.ts"
 import * as Handoff from "../plumbing/Handoff.ts"
 import * as PushBurst from "../plumbing/PushBurst.ts"
@@ -84,11 +85,24 @@ const medianQuantiles = (ds: ReadonlyArray<Quantiles | undefined>): Quantiles =>
 }
 
 /** The figures of a run worth printing as it ends; the file gets everything. */
+const checkSummary = (c: {
+  readonly passed: boolean
+  readonly arrived: number
+  readonly expected: number
+  readonly duplicates: number
+}) => ({
+  passed: c.passed,
+  arrived: `${c.arrived}/${c.expected}`,
+  duplicates: c.duplicates,
+})
+
 const handoffSummary = (r: PushHandoff.PushHandoffResult) => ({
-  check: { passed: r.check.passed, arrived: `${r.check.arrived}/${r.check.expected}`, duplicates: r.check.duplicates },
+  check: checkSummary(r.check),
   achievedEventsPerSecond: r.achievedEventsPerSecond,
   pushesPerSecond: r.pushesPerSecond,
   jobClaimableMs: r.jobClaimableMs,
+  jobClaimableAtNotifyMs: r.jobClaimableAtNotifyMs,
+  eventLoopDelayMs: r.eventLoopDelayMs,
   arrivedMs: r.arrivedMs,
   backlogFlat: r.backlog.flat,
   pendingJobsSlope: r.backlog.pendingJobs.slopePerSecond,
@@ -99,7 +113,7 @@ const handoffSummary = (r: PushHandoff.PushHandoffResult) => ({
 })
 
 const burstSummary = (r: PushBurst.PushBurstResult) => ({
-  check: { passed: r.check.passed, arrived: `${r.check.arrived}/${r.check.expected}`, duplicates: r.check.duplicates },
+  check: checkSummary(r.check),
   signEach: r.signEach,
   pushesPerSecond: r.pushesPerSecond,
   commitToLastMs: r.commitToLastMs,
@@ -108,6 +122,7 @@ const burstSummary = (r: PushBurst.PushBurstResult) => ({
 })
 
 const run = Effect.gen(function* () {
+  const server = yield* BenchServer
   const config = yield* settings
   const parts = new Set(config.parts.split(",").map((p) => p.trim()))
   const repeats = config.throughput.repeats
@@ -142,6 +157,7 @@ const run = Effect.gen(function* () {
   // ---- the world: the push service, push settings, members ----
   const push = PushSample.settings()
   const service = yield* BenchPushService.start(push.vapid.publicKey)
+  yield* service.listen(pgClientConfig(server), "jobs", PushFanOut.queue)
   yield* Console.log(
     `push service on ${service.url} (its own thread)${smoke ? `; SMOKE run: ${smokeReasons.join(", ")}` : ""}`,
   )
@@ -256,6 +272,9 @@ const run = Effect.gen(function* () {
   const passedCompared = compared.filter((r) => r.check.passed)
   const claimable = medianQuantiles(passedOurs.map((r) => r.jobClaimableMs))
   const arrived = medianQuantiles(passedOurs.map((r) => r.arrivedMs))
+  const claimableAtNotify = medianQuantiles(
+    passedOurs.map((r) => (typeof r.jobClaimableAtNotifyMs === "string" ? undefined : r.jobClaimableAtNotifyMs)),
+  )
   const claimableCompared = medianQuantiles(passedCompared.map((r) => r.jobClaimableMs))
   const arrivedCompared = medianQuantiles(passedCompared.map((r) => r.arrivedMs))
   const baselineLatency = medianQuantiles(baselines.map((r) => r.latencyMs))
@@ -375,6 +394,24 @@ const run = Effect.gen(function* () {
           undefined,
           (k) => (k === "p95" ? `<= ${arrivedP95Target}` : ""),
         ),
+        ...quantileRows(
+          "diag: (a) at the database",
+          "commit to the round's NOTIFY at a listener on its own thread",
+          claimableAtNotify,
+          undefined,
+          () => "diagnostic",
+        ),
+        [
+          "diag: event loop",
+          "worker thread's timer delay while producing, p50 / p99 / max",
+          "ms",
+          (["p50", "p99", "max"] as const)
+            .map((k) => fixed(median(ours.map((r) => r.eventLoopDelayMs[k]))))
+            .join(" / "),
+          "",
+          "",
+          "diagnostic",
+        ],
         ...(compareCooldownMs === undefined
           ? []
           : [
@@ -468,6 +505,15 @@ const run = Effect.gen(function* () {
             "",
           ],
           ["fan-out", "commit to all jobs claimable", "ms", fixed(fanOut.reused.commitToJobsClaimableMs), "", "", ""],
+          [
+            "diag: fan-out",
+            "commit to the round's NOTIFY at a listener (database commit)",
+            "ms",
+            fixed(burstMedian(reused, (r) => r.commitToJobsNotifiedMs)),
+            "",
+            "",
+            "",
+          ],
           ...(pieces === undefined
             ? []
             : [
@@ -507,7 +553,7 @@ const run = Effect.gen(function* () {
         pushService:
           "BenchPushService on a worker thread of this process, plain HTTP on 127.0.0.1 with keep-alive: checks each VAPID token (ES256 signature once per distinct token, aud/exp/sub on every message), Content-Encoding and TTL, decrypts (http_ece) with the browser keys it generated, reads the envelope's event id, answers 201",
         stamps:
-          "performance.now(): commit = the append returned on the producer thread; (a) = the Consumer.round span carrying the event ended (its statement committed: the jobs are claimable); (b) = the push service's request callback (headers arrived); across threads as performance.timeOrigin + performance.now()",
+          "performance.now(): commit = the append returned on the producer thread; (a) = the Consumer.round span carrying the event ended in the worker (its statement committed: the jobs are claimable; what Handoff.ts measures with onRound); diagnostic (a) at the database = the k-th pg_notify('jobs', 'push') reaching a plain pg LISTEN connection on the push service's thread, k the round's index (rounds serialize and each notifies once), free of the worker's event-loop delay; (b) = the push service's request callback (headers arrived); across threads as performance.timeOrigin + performance.now()",
         backlogSampling:
           "every 1 s from the production start: push jobs not final (available, scheduled, running, retryable) and event_log head - push cursor",
         flatCriterion: `least-squares slope over the measured window <= ${flatSlopeShare * 100}% of the offered rate`,

@@ -3,6 +3,7 @@
  * the measured window, against a limit (a share of the offered rate). A backlog that only wobbles
  * has a slope near zero; one that the path cannot keep up with grows by the shortfall each second.
  */
+import { Duration, Effect } from "effect"
 
 /** Least-squares slope of `y` over `t`, per second. */
 export const slope = (points: ReadonlyArray<{ readonly t: number; readonly y: number }>) => {
@@ -33,3 +34,17 @@ export const series = <S extends { readonly t: number }>(
     flat: perSecond <= limit,
   }
 }
+
+/**
+ * Forks a fiber that takes `sample` at `t0 + k` seconds (`performance.now()`) for k = 0, 1, … and
+ * pushes each into `into`, until interrupted. A sample that takes longer than a second delays the
+ * next ones, which then catch up at once.
+ */
+export const everySecond = <S, E, R>(t0: number, sample: Effect.Effect<S, E, R>, into: Array<S>) =>
+  Effect.gen(function* () {
+    for (let k = 0; ; k++) {
+      const wait = t0 + k * 1000 - performance.now()
+      if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
+      into.push(yield* sample)
+    }
+  }).pipe(Effect.forkChild)

@@ -10,7 +10,11 @@
  *   main ──{ subscribe: n }──> thread: n browsers (P-256 key pair, 16 auth bytes) ──json──> main
  *   push request ──headers arrive: stamp──> checks ──> 201 ──arrival (subscription, seq, stamp)──> main
  *   main ──"cpu"──> thread: its own CPU time so far
+ *   main ──{ listen }──> thread: LISTEN jobs (a plain `pg` client) ──each `push` NOTIFY: stamp──> main
  *
+ * The NOTIFY stamps say when a round's jobs became claimable as the database saw it (a round's
+ * `pg_notify('jobs', 'push')` is delivered at its commit), on a thread whose event loop the
+ * worker's deliveries do not delay.
  * A bench copy of test/support/PushService.ts (bench code imports nothing from test/), trimmed to
  * what a load test needs: no scripted answers. It runs on its own thread so that decrypting and
  * verifying 1,500 messages a second neither waits on nor delays the worker's event loop, and so
@@ -27,6 +31,7 @@ import type { AddressInfo } from "node:net"
 import { parentPort, Worker, workerData } from "node:worker_threads"
 import { Effect } from "effect"
 import ece from "http_ece"
+import { Client, type ClientConfig } from "pg"
 
 export interface Subscription {
   /** What `PushSubscription.toJSON()` gives the app. */
@@ -51,11 +56,15 @@ interface ThreadInput {
   readonly applicationServerKey: string
 }
 
-type ToThread = { readonly subscribe: number } | { readonly cpu: true }
+type ToThread =
+  | { readonly subscribe: number }
+  | { readonly cpu: true }
+  | { readonly listen: ClientConfig; readonly channel: string; readonly payload: string }
 type FromThread =
   | { readonly ready: string }
   | { readonly subscribed: ReadonlyArray<Subscription> }
   | { readonly cpuMicros: number }
+  | { readonly listening: true }
   | {
       readonly arrivals: {
         readonly subscription: Int32Array
@@ -63,6 +72,7 @@ type FromThread =
         readonly at: Float64Array
       }
       readonly rejections: ReadonlyArray<Rejection>
+      readonly notified: Float64Array
     }
 
 /** How often the thread hands over what arrived. */
@@ -78,10 +88,12 @@ export const start = (applicationServerKey: string) =>
     )
     const arrivals: Arrivals = { subscription: [], seq: [], at: [] }
     const rejections: Array<Rejection> = []
-    const replies: Array<(m: FromThread) => boolean> = []
+    const notified: Array<number> = []
+    const replies: Array<{ readonly accepts: (m: FromThread) => boolean; readonly fail: (e: Error) => void }> = []
     let failure: Error | undefined
     worker.on("error", (e) => {
       failure = e
+      for (const r of replies.splice(0)) r.fail(e)
     })
     worker.on("message", (m: FromThread) => {
       if ("arrivals" in m) {
@@ -91,19 +103,23 @@ export const start = (applicationServerKey: string) =>
           arrivals.at.push(m.arrivals.at[k]! - performance.timeOrigin)
         }
         rejections.push(...m.rejections)
+        for (const at of m.notified) notified.push(at - performance.timeOrigin)
         return
       }
-      const waiting = replies.findIndex((accepts) => accepts(m))
+      const waiting = replies.findIndex((r) => r.accepts(m))
       if (waiting >= 0) replies.splice(waiting, 1)
     })
     const ask = <A>(message: ToThread | undefined, pick: (m: FromThread) => A | undefined) =>
       Effect.callback<A, Error>((resume) => {
         if (failure !== undefined) return resume(Effect.fail(failure))
-        replies.push((m) => {
-          const value = pick(m)
-          if (value === undefined) return false
-          resume(Effect.succeed(value))
-          return true
+        replies.push({
+          accepts: (m) => {
+            const value = pick(m)
+            if (value === undefined) return false
+            resume(Effect.succeed(value))
+            return true
+          },
+          fail: (e) => resume(Effect.fail(e)),
         })
         if (message !== undefined) worker.postMessage(message)
       }).pipe(Effect.orDie)
@@ -118,6 +134,13 @@ export const start = (applicationServerKey: string) =>
       rejections,
       /** Messages that passed so far. */
       received: () => arrivals.at.length,
+      /**
+       * Listens on `channel` (a plain `pg` connection from the service's thread); each notification
+       * with `payload` is stamped into `notified` (main-thread `performance.now()`), in order.
+       */
+      listen: (connection: ClientConfig, channel: string, payload: string) =>
+        ask({ listen: connection, channel, payload }, (m) => ("listening" in m ? true : undefined)),
+      notified,
       /** CPU time the service's thread has used so far, in µs. */
       cpuMicros: ask({ cpu: true }, (m) => ("cpuMicros" in m ? m.cpuMicros : undefined)),
     }
@@ -220,6 +243,7 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
   const verified = new Map<string, Record<string, unknown>>()
   let pending = { subscription: [] as Array<number>, seq: [] as Array<number>, at: [] as Array<number> }
   let rejected: Array<Rejection> = []
+  let notified: Array<number> = []
   let origin = ""
 
   const server = createServer((request, response) => {
@@ -265,25 +289,40 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
   })
 
   setInterval(() => {
-    if (pending.at.length === 0 && rejected.length === 0) return
+    if (pending.at.length === 0 && rejected.length === 0 && notified.length === 0) return
+    const stamps = Float64Array.from(notified)
     const arrivals = {
       subscription: Int32Array.from(pending.subscription),
       seq: Float64Array.from(pending.seq),
       at: Float64Array.from(pending.at),
     }
-    port.postMessage({ arrivals, rejections: rejected } satisfies FromThread, [
+    port.postMessage({ arrivals, rejections: rejected, notified: stamps } satisfies FromThread, [
       arrivals.subscription.buffer,
       arrivals.seq.buffer,
       arrivals.at.buffer,
+      stamps.buffer,
     ])
     pending = { subscription: [], seq: [], at: [] }
     rejected = []
+    notified = []
   }, flushMillis)
 
   port.on("message", (m: ToThread) => {
     if ("cpu" in m) {
       const used = process.threadCpuUsage()
       port.postMessage({ cpuMicros: used.user + used.system } satisfies FromThread)
+      return
+    }
+    if ("listen" in m) {
+      const client = new Client(m.listen)
+      client.on("notification", (n) => {
+        if (n.channel === m.channel && n.payload === m.payload)
+          notified.push(performance.timeOrigin + performance.now())
+      })
+      void client
+        .connect()
+        .then(() => client.query(`LISTEN "${m.channel}"`))
+        .then(() => port.postMessage({ listening: true } satisfies FromThread))
       return
     }
     const made: Array<Subscription> = []

@@ -70,6 +70,7 @@ export const measure = (
     const log = yield* EventLog.pipe(Effect.provide(worker))
     const received0 = service.received()
     const rejected0 = service.rejections.length
+    const notified0 = service.notified.length
 
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
@@ -147,6 +148,8 @@ export const measure = (
       // A run that failed the check has no figure.
       pushesPerSecond: passed ? round3((n / (last - committedAt)) * 1000) : undefined,
       commitToJobsClaimableMs: round === undefined ? Number.NaN : round3(round.end - committedAt),
+      /** The same, to the round's NOTIFY reaching a listener on the push service's thread (the database's commit). */
+      commitToJobsNotifiedMs: round3((service.notified[notified0] ?? Number.NaN) - committedAt),
       commitToFirstMs: round3(first - committedAt),
       commitToLastMs: round3(last - committedAt),
       lastArrivalToJobsFinalMs: round3(cpu1.at - allArrived),

@@ -20,11 +20,11 @@
  * delivery path does, so a slow path cannot thin out the load. `PushTrace` splits each message's
  * time into phases from the spans the consumer and worker already make.
  */
-import { Duration, Effect, Fiber, Redacted } from "effect"
+import { type Duration, Effect, Fiber, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import type { PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
-import { series } from "./BacklogTrend.ts"
+import { everySecond, series } from "./BacklogTrend.ts"
 import type { BenchPushService } from "./BenchPushService.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
@@ -132,14 +132,9 @@ export const measure = (
     yield* thread.ready
     const received0 = service.received()
     const rejected0 = service.rejections.length
+    const notified0 = service.notified.length
     const t0 = performance.now() + 10
-    const sampler = yield* Effect.gen(function* () {
-      for (let k = 0; ; k++) {
-        const wait = t0 + k * 1000 - performance.now()
-        if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
-        samples.push(yield* sampleNow(t0))
-      }
-    }).pipe(Effect.forkChild)
+    const sampler = yield* everySecond(t0, sampleNow(t0), samples)
 
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
@@ -226,6 +221,11 @@ export const measure = (
       }
     })
     const roundEnd = (i: number) => trace.rounds[roundOf[i]!]?.end ?? Number.NaN
+    // The k-th `push` NOTIFY on `jobs` is the k-th round's commit: rounds serialize on the cursor
+    // row, each that made jobs notifies once, and nothing else notifies `push` in a run without retries.
+    const notified = service.notified.slice(notified0)
+    const notifyMapped = notified.length === trace.rounds.length
+    const roundNotified = (i: number) => (notifyMapped ? (notified[roundOf[i]!] ?? Number.NaN) : Number.NaN)
     const roundStart = (i: number) => trace.rounds[roundOf[i]!]?.start ?? Number.NaN
     const runOf = new Array<PushTrace.JobRun | undefined>(expected)
     for (const job of jobs.rows) {
@@ -260,6 +260,11 @@ export const measure = (
       pushesPerSecond: round3((arrivalsInWindow / (windowEnd - windowStart)) * 1000),
       // A run that failed the check has no figure.
       jobClaimableMs: passed ? perEvent((i) => roundEnd(i) - committedAt[i]!) : undefined,
+      /** (a) as the database saw it: to the round's `pg_notify('jobs', 'push')` reaching a listener on the push service's thread. */
+      jobClaimableAtNotifyMs:
+        passed && notifyMapped
+          ? perEvent((i) => roundNotified(i) - committedAt[i]!)
+          : `unmapped (${notified.length} notifications, ${trace.rounds.length} rounds)`,
       arrivedMs: passed ? perMessage((key) => arrivedAt[key]! - committedAt[eventOf(key)]!) : undefined,
       backlog: {
         criterion: `flat = least-squares slope over the measured window's 1 s samples <= ${config.flatSlopeShare * 100}% of the offered rate (${limit} jobs/s for pending push jobs, ${config.flatSlopeShare * config.eventsPerSecond} events/s for the cursor lag)`,

@@ -16,21 +16,10 @@
 import { Exit, Tracer } from "effect"
 import type { RoundOutcome } from "../../src/consumer/ConsumerRound.ts"
 import { deliverKind } from "../../src/push/PushFanOut.ts"
-import { ancestor } from "./DeliveryTrace.ts"
+import { ancestor, type Round as DeliveryRound, type Interval } from "./DeliveryTrace.ts"
 
-export interface Round {
-  readonly start: number
-  readonly end: number
-  readonly fromSeq: bigint
-  readonly toSeq: bigint
-  readonly events: number
-  readonly jobs: number
-}
-
-export interface Interval {
-  readonly start: number
-  readonly end: number
-}
+/** A round that processed events (the webhook trace's, without its webhook-only phases). */
+export type Round = Omit<DeliveryRound, "fanOutMs" | "jobsInsertMs">
 
 /** One run of a `push.deliver` job (a retried job keeps its last run). */
 export interface JobRun extends Interval {

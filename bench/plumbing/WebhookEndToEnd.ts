@@ -35,7 +35,7 @@ import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookC
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
-import { series } from "./BacklogTrend.ts"
+import { everySecond, series } from "./BacklogTrend.ts"
 import * as BenchReceiver from "./BenchReceiver.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
@@ -253,13 +253,7 @@ export const measure = (config: EndToEndConfig) =>
           )
         : undefined
     const t0 = performance.now() + 10
-    const sampler = yield* Effect.gen(function* () {
-      for (let k = 0; ; k++) {
-        const wait = t0 + k * 1000 - performance.now()
-        if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
-        samples.push(yield* sampleNow(t0))
-      }
-    }).pipe(Effect.forkChild)
+    const sampler = yield* everySecond(t0, sampleNow(t0), samples)
 
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
