@@ -25,7 +25,7 @@
  * A run smaller than the issue's sizes (or with BENCH_PUSH_SMOKE=true) is a smoke run and says so
  * in its conditions (`smoke: true`): it proves the benchmark works, not the figure.
  */
-import { Config, Console, Duration, Effect, Result } from "effect"
+import { Config, Console, Duration, Effect } from "effect"
 import * as BothyConfig from "../../src/platform/BothyConfig.ts"
 import { defaults as pushDefaults } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
@@ -60,6 +60,9 @@ const settings = Config.all({
   drainSeconds: Config.Number("BENCH_PUSH_DRAIN_SECONDS").pipe(Config.withDefault(120)),
   fanOutMembers: Config.Int("BENCH_PUSH_FANOUT_MEMBERS").pipe(Config.withDefault(10_000)),
   fanOutDrainSeconds: Config.Number("BENCH_PUSH_FANOUT_DRAIN_SECONDS").pipe(Config.withDefault(300)),
+  p95Target: Config.String(BothyConfig.envName("perf.push_handoff_p95")).pipe(
+    Config.withDefault(BothyConfig.defaults["perf.push_handoff_p95"]),
+  ),
 })
 
 /** The issue's sizes: a run below any of them is a smoke run. */
@@ -136,9 +139,8 @@ const run = Effect.gen(function* () {
     config.compareCooldown.trim() === "none"
       ? undefined
       : yield* millisOf("BENCH_PUSH_COMPARE_COOLDOWN", config.compareCooldown)
-  const p95Target = Duration.toMillis(
-    Result.getOrThrow(BothyConfig.parseDuration(BothyConfig.defaults["perf.push_handoff_p95"])),
-  )
+  // The target the worker's own setting names, from the environment as `bothy` reads it.
+  const p95Target = yield* millisOf(BothyConfig.envName("perf.push_handoff_p95"), config.p95Target)
   const smokeReasons = [
     config.smoke ? "BENCH_PUSH_SMOKE=true" : undefined,
     parts.has("handoff") && config.rate < issueSizes.rate ? `rate ${config.rate} < ${issueSizes.rate}` : undefined,
