@@ -51,7 +51,7 @@ export const measure = (
     const server = yield* BenchServer
     const { service, members } = world
     const n = members.length
-    yield* PushSample.reset
+    const { connectionsAtStart } = yield* PushSample.reset
     const trace = PushTrace.recorder()
     const worker = yield* PushSample.startWorker(
       server,
@@ -164,6 +164,7 @@ export const measure = (
         serverCores: used.serverCores,
         machineBusy: used.machineBusy,
       },
+      connectionsAtStart,
       /** The worker side's event loop (this process's main thread), append to every job final. */
       eventLoopDelayMs,
       spansMs: {

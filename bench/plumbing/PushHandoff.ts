@@ -20,7 +20,7 @@
  * delivery path does, so a slow path cannot thin out the load. `PushTrace` splits each message's
  * time into phases from the spans the consumer and worker already make.
  */
-import { type Duration, Effect, Fiber, Redacted } from "effect"
+import { Duration, Effect, Fiber, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
@@ -58,6 +58,15 @@ export interface PushHandoffConfig {
   readonly flatSlopeShare: number
 }
 
+/** The producer thread never reported its appends: the run has no figure. */
+export class ProducerStalled extends Schema.TaggedError<ProducerStalled>()("ProducerStalled", {
+  detail: Schema.String,
+}) {
+  override get message() {
+    return `push handoff run did not complete: ${this.detail}`
+  }
+}
+
 interface Sample {
   /** Seconds since the production start. */
   readonly t: number
@@ -78,7 +87,7 @@ export const measure = (
     const server = yield* BenchServer
     const sql = yield* SqlClient.SqlClient
     const { service, audience } = world
-    const base = yield* PushSample.reset
+    const { head: base, connectionsAtStart } = yield* PushSample.reset
 
     const interval = 1000 / config.eventsPerSecond
     const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
@@ -145,6 +154,13 @@ export const measure = (
         committedAt.set(out.committedAt)
         appendMs.set(out.appendMs)
         lateTick.set(out.lateTick)
+      }),
+    ).pipe(
+      // A producer thread that died (its appends failed) never answers: the run ends instead of hanging.
+      Effect.timeoutOrElse({
+        duration: Duration.seconds(total / config.eventsPerSecond + config.drainSeconds),
+        orElse: () =>
+          Effect.fail(new ProducerStalled({ detail: `no answer from the producer thread (${total} appends)` })),
       }),
     )
     const producedAt = performance.now()
@@ -312,6 +328,8 @@ export const measure = (
         machineBusy: cpu.machineBusy,
       },
       fdatasyncMsAfter,
+      /** Client connections on the server as the run began (the benchmark's own pool and listener, and whatever a run before left). */
+      connectionsAtStart,
     }
   }).pipe(Effect.scoped)
 

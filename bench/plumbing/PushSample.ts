@@ -138,8 +138,13 @@ export const reset = Effect.gen(function* () {
   )
   // The set-up's pages are written now, not by a checkpoint inside the measured window.
   yield* sql.unsafe("CHECKPOINT")
-  const [row] = yield* sql<{ head: bigint }>`SELECT value AS head FROM event_seq`
-  return row!.head
+  const [row] = yield* sql<{ head: bigint; connections: number }>`
+    SELECT value AS head, (SELECT count(*)::int FROM pg_stat_activity WHERE backend_type = 'client backend') AS connections
+    FROM event_seq`
+  // Every run's pools and threads end with it: a run that starts among more connections than the
+  // benchmark's own pool and listener inherited some.
+  yield* Effect.logDebug(`push bench reset: ${row!.connections} client connections`)
+  return { head: row!.head, connectionsAtStart: row!.connections }
 })
 
 /** Jobs of the `push` queue not final yet (available, scheduled, running, retryable). */
