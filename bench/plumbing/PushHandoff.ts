@@ -20,7 +20,7 @@
  * delivery path does, so a slow path cannot thin out the load. `PushTrace` splits each message's
  * time into phases from the spans the consumer and worker already make.
  */
-import { Duration, Effect, Fiber, Redacted, Schema } from "effect"
+import { Duration, Effect, Fiber, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
@@ -128,11 +128,7 @@ export const measure = (
       )
 
     const thread = yield* ProducerThread.run({
-      host: server.host,
-      port: server.port,
-      user: server.user,
-      password: Redacted.value(server.password),
-      database: server.database,
+      ...ProducerThread.connectionOf(server),
       connections: config.producerConnections,
       total,
       interval,

@@ -23,7 +23,7 @@
  * Producer, worker side, receiver and PostgreSQL share the machine (and the first three one Node
  * event loop), as a small deployment would.
  */
-import { Context, Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
@@ -233,11 +233,7 @@ export const measure = (config: EndToEndConfig) =>
     // `producerThread` off, a fiber of this process.
     const thread = config.producerThread
       ? yield* ProducerThread.run({
-          host: server.host,
-          port: server.port,
-          user: server.user,
-          password: Redacted.value(server.password),
-          database: server.database,
+          ...ProducerThread.connectionOf(server),
           connections: config.producerConnections,
           total,
           interval,
