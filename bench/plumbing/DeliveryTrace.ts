@@ -43,7 +43,8 @@ export interface Attempt extends Interval {
   readonly send?: Interval
 }
 
-const ancestor = (span: Tracer.AnySpan, name: string): Tracer.AnySpan | undefined => {
+/** The nearest span named `name` from `span` up (itself included), if any. */
+export const ancestor = (span: Tracer.AnySpan, name: string): Tracer.AnySpan | undefined => {
   for (let p: Option.Option<Tracer.AnySpan> = Option.some(span); Option.isSome(p); ) {
     const s = p.value
     if (s._tag !== "Span") return undefined

@@ -15,6 +15,7 @@ import { parentPort, Worker, workerData } from "node:worker_threads"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { EventLog } from "../../src/log/EventLog.ts"
+import { pgClientConfig } from "./BenchServer.ts"
 import * as Throughput from "./Throughput.ts"
 import { eventAt } from "./WebhookSample.ts"
 
@@ -60,6 +61,12 @@ export const produce = (
       Effect.orDie,
     ),
   )
+
+/** The connection part of `ProducerInput` for a server (the password as text: it crosses to the thread). */
+export const connectionOf = (server: Parameters<typeof pgClientConfig>[0]) => {
+  const { application_name: _, ...connection } = pgClientConfig(server)
+  return connection
+}
 
 /** Runs the producer thread: resolves with its output once every append has returned. */
 export const run = (input: ProducerInput) =>

@@ -23,7 +23,7 @@
  * Producer, worker side, receiver and PostgreSQL share the machine (and the first three one Node
  * event loop), as a small deployment would.
  */
-import { Context, Duration, Effect, Fiber, Layer, Option, Redacted } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Option } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
@@ -35,6 +35,7 @@ import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookC
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { everySecond, series } from "./BacklogTrend.ts"
 import * as BenchReceiver from "./BenchReceiver.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
@@ -85,30 +86,7 @@ interface Sample {
   readonly lockWaiters: number
 }
 
-/** Least-squares slope of `y` over `t`, per second. */
-const slope = (points: ReadonlyArray<{ readonly t: number; readonly y: number }>) => {
-  const n = points.length
-  if (n < 2) return Number.NaN
-  const mt = points.reduce((s, p) => s + p.t, 0) / n
-  const my = points.reduce((s, p) => s + p.y, 0) / n
-  const num = points.reduce((s, p) => s + (p.t - mt) * (p.y - my), 0)
-  const den = points.reduce((s, p) => s + (p.t - mt) ** 2, 0)
-  return den === 0 ? Number.NaN : num / den
-}
-
 const round3 = (n: number) => Math.round(n * 1000) / 1000
-
-const series = (samples: ReadonlyArray<Sample>, pick: (s: Sample) => number, limit: number) => {
-  const values = samples.map(pick)
-  const perSecond = slope(samples.map((s) => ({ t: s.t, y: pick(s) })))
-  return {
-    first: values[0] ?? Number.NaN,
-    last: values.at(-1) ?? Number.NaN,
-    max: values.length === 0 ? Number.NaN : Math.max(...values),
-    slopePerSecond: round3(perSecond),
-    flat: perSecond <= limit,
-  }
-}
 
 // ---- one run ---------------------------------------------------------------------------------
 
@@ -255,11 +233,7 @@ export const measure = (config: EndToEndConfig) =>
     // `producerThread` off, a fiber of this process.
     const thread = config.producerThread
       ? yield* ProducerThread.run({
-          host: server.host,
-          port: server.port,
-          user: server.user,
-          password: Redacted.value(server.password),
-          database: server.database,
+          ...ProducerThread.connectionOf(server),
           connections: config.producerConnections,
           total,
           interval,
@@ -275,13 +249,7 @@ export const measure = (config: EndToEndConfig) =>
           )
         : undefined
     const t0 = performance.now() + 10
-    const sampler = yield* Effect.gen(function* () {
-      for (let k = 0; ; k++) {
-        const wait = t0 + k * 1000 - performance.now()
-        if (wait > 0) yield* Effect.sleep(Duration.millis(Math.ceil(wait)))
-        samples.push(yield* sampleNow(t0))
-      }
-    }).pipe(Effect.forkChild)
+    const sampler = yield* everySecond(t0, sampleNow(t0), samples)
 
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
