@@ -14,6 +14,8 @@ import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, type LogLevel, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
+import * as MetricsEndpoint from "../ops/MetricsEndpoint.ts"
+import * as Observability from "../ops/Observability.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
@@ -49,13 +51,14 @@ const worker = Command.make("worker", {}, () =>
       ? undefined
       : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
     const webhooks = yield* WebhookConfig.load(key)
+    const metrics = yield* MetricsEndpoint.loadAddress
     yield* Effect.gen(function* () {
       yield* Effect.logInfo(
         "bothy worker running (consumer: webhooks; job queue: webhooks); SIGTERM or Ctrl-C stops it",
       )
       // Runs until a signal interrupts it, or fails when the embedded server exits under it.
       return yield* (yield* Database.DatabaseServer).exited
-    }).pipe(Effect.provide(Worker.layer(settings, webhooks)))
+    }).pipe(Effect.provide(Observability.layer(metrics).pipe(Layer.provideMerge(Worker.layer(settings, webhooks)))))
   }),
 ).pipe(Command.withDescription("Run the worker: migrations, log maintenance, the webhooks consumer and deliveries"))
 

@@ -121,12 +121,12 @@ export const make = <R>(
       metrics.claimed.updateUnsafe(1, context)
       if (job.attempt === 1) {
         const insertToStart = job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt)
-        metrics.insertToStart.updateUnsafe(insertToStart, context)
+        metrics.insertToStart.updateUnsafe(insertToStart / 1000, context)
       }
       const watch = { fiber, deadline: started + perKind.timeoutMillis, timedOut: false }
       const record = (outcome: Outcome) => {
         watchdog.delete(watch)
-        metrics.startToFinish.updateUnsafe(clock.currentTimeMillisUnsafe() - started, context)
+        metrics.startToFinish.updateUnsafe((clock.currentTimeMillisUnsafe() - started) / 1000, context)
         metrics.outcomes[outcome._tag]?.updateUnsafe(1, context)
         completer.offer({ id: job.id, attempt: job.attempt, outcome })
       }

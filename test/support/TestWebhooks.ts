@@ -23,6 +23,8 @@ export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(r
 
 interface LayerOptions {
   readonly retrySteps?: ReadonlyArray<Duration.Duration>
+  /** The sealing key (default: a random one); a worker process on the same database needs it too. */
+  readonly secretKey?: string
   readonly pool?: Partial<PgClient.PgPoolConfig>
 }
 
@@ -31,7 +33,10 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
   Layer.mergeAll(PermissionGrants.layer, EventLog.layer, Jobs.layer, NotificationStream.layer()).pipe(
     Layer.provideMerge(
       WebhookConfig.layerWith({
-        secretKey: secretKey(),
+        secretKey:
+          options.secretKey === undefined
+            ? secretKey()
+            : Effect.runSync(SecretBox.parseKey(Redacted.make(options.secretKey))),
         policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
         ...(options.retrySteps === undefined ? {} : { retrySteps: options.retrySteps }),
       }),
