@@ -19,6 +19,7 @@ import * as Observability from "../ops/Observability.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
+import * as OpsCommands from "./OpsCommands.ts"
 import * as Worker from "./Worker.ts"
 
 const logLevels: Record<string, LogLevel.LogLevel> = {
@@ -68,7 +69,7 @@ const migrate = Command.make("migrate", {}, () =>
 
 const bothy = Command.make("bothy").pipe(
   Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
-  Command.withSubcommands([worker, migrate]),
+  Command.withSubcommands([worker, migrate, OpsCommands.status, OpsCommands.alerts]),
 )
 
 /** Expected failures are one line; defects keep their full cause; the CLI prints its own errors. */
