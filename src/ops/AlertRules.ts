@@ -94,9 +94,10 @@ export const rules = (options: AlertOptions): ReadonlyArray<Rule> => [
 /** The section of docs/operations.md for an alert (GitHub's heading anchors: lower case). */
 export const runbookUrl = (base: string, alert: string) => `${base}#${alert.toLowerCase()}`
 
-const quoted = (text: string) => JSON.stringify(text)
+/** Double quotes (JSON's, which YAML reads the same), or single ones around a text with double quotes, as Biome formats YAML. */
+const quoted = (text: string) => (text.includes('"') && !/['\n\\]/.test(text) ? `'${text}'` : JSON.stringify(text))
 
-/** The rule file, as YAML (strings quoted as JSON, which YAML reads the same). */
+/** The rule file, as YAML. */
 export const render = (options: AlertOptions): string => {
   const base = options.runbookBase ?? defaultRunbookBase
   const lines = [
