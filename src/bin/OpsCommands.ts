@@ -12,7 +12,12 @@ import * as Database from "../platform/Database.ts"
 
 export const status = Command.make(
   "status",
-  { json: Flag.Boolean("json").pipe(Flag.withDescription("print JSON (seqs as strings, ages in seconds)")) },
+  {
+    json: Flag.Boolean("json").pipe(
+      Flag.withDescription("print JSON (seqs as strings, ages in seconds)"),
+      Flag.withDefault(false),
+    ),
+  },
   ({ json }) =>
     Effect.gen(function* () {
       const status = yield* Status.read()

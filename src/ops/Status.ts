@@ -7,8 +7,16 @@
  * Ages come from `clock_timestamp()` on the server, as every age in bothy's SQL does. The push
  * table lands with push: until then `pushRegistrations` is `null` ("no such table"), not 0.
  */
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+
+export class SchemaNotMigrated extends Schema.TaggedError<SchemaNotMigrated>()("SchemaNotMigrated", {
+  missing: Schema.String,
+}) {
+  override get message() {
+    return `the database has no ${this.missing} table: it holds no bothy schema yet (bothy migrate, or a worker's start, applies it)`
+  }
+}
 
 export interface ConsumerStatus {
   readonly name: string
@@ -136,9 +144,11 @@ const partitions = (sql: SqlClient.SqlClient) =>
     (rows) => rows[0]!,
   )
 
-/** Reads the whole status; every part is one statement. */
+/** Reads the whole status; every part is one statement. Fails with `SchemaNotMigrated` on a database bothy never migrated. */
 export const read = Effect.fn("Status.read")(function* () {
   const sql = yield* SqlClient.SqlClient
+  const [schema] = yield* sql<{ present: boolean }>`SELECT to_regclass('event_consumer_cursors') IS NOT NULL AS present`
+  if (schema?.present !== true) return yield* new SchemaNotMigrated({ missing: "event_consumer_cursors" })
   return {
     consumers: yield* consumers(sql),
     jobs: yield* jobs(sql),
