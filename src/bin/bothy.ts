@@ -14,6 +14,7 @@ import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, type LogLevel, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
+import * as LogFormat from "../ops/LogFormat.ts"
 import * as MetricsEndpoint from "../ops/MetricsEndpoint.ts"
 import * as Observability from "../ops/Observability.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
@@ -58,7 +59,9 @@ const worker = Command.make("worker", {}, () =>
         "bothy worker running (consumer: webhooks; job queue: webhooks); SIGTERM or Ctrl-C stops it",
       )
       // Runs until a signal interrupts it, or fails when the embedded server exits under it.
-      return yield* (yield* Database.DatabaseServer).exited
+      return yield* (yield* Database.DatabaseServer).exited.pipe(
+        Effect.onInterrupt(() => Effect.logInfo("bothy worker stopping: running jobs finish or are put back")),
+      )
     }).pipe(Effect.provide(Observability.layer(metrics).pipe(Layer.provideMerge(Worker.layer(settings, webhooks)))))
   }),
 ).pipe(Command.withDescription("Run the worker: migrations, log maintenance, the webhooks consumer and deliveries"))
@@ -88,7 +91,7 @@ Effect.gen(function* () {
 }).pipe(
   Effect.tapCause(report),
   // Empty variables are kept, so that a set-but-empty one is refused rather than read as unset.
-  Effect.provide([NodeServices.layer, BothyConfig.environment]),
+  Effect.provide([NodeServices.layer, BothyConfig.environment, LogFormat.layer()]),
   NodeRuntime.runMain({
     disableErrorReporting: true,
     // A bare `bothy` is a help request without errors, whose exit code is 0.
