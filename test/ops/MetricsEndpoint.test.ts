@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs"
 import { assert, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Queue } from "effect"
 import { SqlClient } from "effect/sql"
@@ -26,6 +27,29 @@ const consumerNames = Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.map((rows) => rows.map((r) => r.name)),
   ),
 )
+
+interface Dashboard {
+  readonly panels: ReadonlyArray<{
+    readonly type: string
+    readonly title: string
+    readonly targets?: ReadonlyArray<{ readonly expr: string }>
+  }>
+}
+
+const dashboard = JSON.parse(
+  readFileSync(new URL("../../deploy/grafana/bothy.json", import.meta.url), "utf8"),
+) as Dashboard
+
+/** Every metric name the dashboard's queries use, with the panel that uses it. */
+const dashboardMetrics = () => {
+  const names = new Map<string, string>()
+  for (const panel of dashboard.panels) {
+    for (const target of panel.targets ?? []) {
+      for (const [name] of target.expr.matchAll(/\bbothy_[a-z0-9_]+/g)) names.set(name, panel.title)
+    }
+  }
+  return names
+}
 
 /** Label names a bothy metric may carry: each takes its values from a set fixed by the code. */
 const boundedLabels = new Set(["consumer", "outcome", "kind", "queue", "cause", "state", "le"])
@@ -111,6 +135,37 @@ layer(Live, { excludeTestServices: true })("the metrics endpoint of a running wo
         }
         assert.isAbove(PrometheusText.value(e, "bothy_webhooks_failing_head_age_seconds_count") ?? 0, 0)
         assert.isAbove(PrometheusText.value(e, "bothy_webhooks_delivery_latency_seconds_count") ?? 0, 0)
+      }),
+  )
+
+  it.effect(
+    "DashboardQueriesNameExportedMetrics: every metric deploy/grafana/bothy.json queries is one the worker's endpoint exports",
+    () =>
+      Effect.gen(function* () {
+        const wanted = dashboardMetrics()
+        const panels = dashboard.panels.filter((p) => p.type !== "row")
+        assert.isAtLeast(panels.length, 10)
+        for (const panel of panels) assert.isNotEmpty(panel.targets ?? [], `${panel.title} has queries`)
+        for (const topic of [
+          "bothy_event_consumer_lag",
+          "bothy_event_consumer_pending_age_seconds",
+          "bothy_jobs_insert_to_start_seconds_bucket",
+          "bothy_webhooks_delivery_latency_seconds_bucket",
+          "bothy_webhooks_attempts_total",
+          "bothy_jobs_rows",
+          "bothy_webhooks_subscriptions",
+        ]) {
+          assert.isTrue(wanted.has(topic), `the dashboard shows ${topic}`)
+        }
+        // The previous test's deliveries made every counter and histogram move; the database gauges follow within a sample.
+        const exported = (e: PrometheusText.Exposition) => new Set(e.samples.map((s) => s.name))
+        const e = yield* Eventually.eventually(exposition, (x) => [...wanted.keys()].every((n) => exported(x).has(n)), {
+          what: "every metric of the dashboard in a scrape",
+          within: "40 seconds",
+          every: "500 millis",
+        }).pipe(Effect.catchTag("NotEventually", () => exposition))
+        const names = exported(e)
+        for (const [name, panel] of wanted) assert.isTrue(names.has(name), `${name} (panel "${panel}") is exported`)
       }),
   )
 
