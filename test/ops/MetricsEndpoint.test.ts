@@ -169,6 +169,16 @@ layer(Live, { excludeTestServices: true })("the metrics endpoint of a running wo
       }),
   )
 
+  it.effect("MetricsAreDocumented: every metric family of a scrape has its row in docs/operations.md", () =>
+    Effect.gen(function* () {
+      const operations = readFileSync(new URL("../../docs/operations.md", import.meta.url), "utf8")
+      const e = yield* exposition
+      for (const name of new Set(e.samples.map((s) => PrometheusText.family(e, s)))) {
+        assert.match(operations, new RegExp(`^\\| \`${name}\` +\\|`, "m"), `${name} is documented`)
+      }
+    }),
+  )
+
   it.effect("MetricsPassPromtoolCheck: `promtool check metrics` on a scrape of the worker finds nothing", () =>
     Effect.gen(function* () {
       const { body } = yield* scrape
