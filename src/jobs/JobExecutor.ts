@@ -14,7 +14,8 @@
  * from the job's fiber, the outcome offered without suspending, and what each kind needs (its args
  * decoder, its retry delay, its metrics with the kind attribute) made once, not per job.
  */
-import { Array as Arr, Cause, Clock, Duration, Effect, Exit, Metric, Option, Schema, Tracer } from "effect"
+import { Array as Arr, Cause, Clock, Duration, Effect, Exit, Metric, Option, Schema, type Tracer } from "effect"
+import * as TraceParent from "../platform/TraceParent.ts"
 import * as JobBackoff from "./JobBackoff.ts"
 import type { ClaimedJob } from "./JobClaim.ts"
 import type { JobCompleter } from "./JobCompleter.ts"
@@ -67,13 +68,6 @@ export interface JobExecutor<R> {
    * any time the job was held.
    */
   readonly run: (job: ClaimedJob, claimedAt: number) => Effect.Effect<void, never, Exclude<R, Tracer.ParentSpan>>
-}
-
-const traceParentSpan = (traceParent: string | null) => {
-  const parts = traceParent?.split("-")
-  return parts?.length === 4
-    ? Option.some(Tracer.externalSpan({ traceId: parts[1]!, spanId: parts[2]!, sampled: parts[3] === "01" }))
-    : Option.none()
 }
 
 // biome-ignore lint/suspicious/noExplicitAny: kinds differ in their args and errors
@@ -136,7 +130,7 @@ export const make = <R>(
         record({ _tag: "Discarded", error: errorOf(job, "bad_args", message, started) })
         return Effect.void
       }
-      const parent = traceParentSpan(job.traceParent)
+      const parent = TraceParent.parse(job.traceParent)
       watchdog.add(watch)
       return perKind.kind.run(args.value, infoOf(job)).pipe(
         Effect.withSpan(

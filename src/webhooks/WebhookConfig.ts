@@ -30,6 +30,11 @@ export interface WebhookSettings {
   readonly maxInFlightPerOwner?: number
   /** A delivery whose right and scope were read longer before its request is checked again first. Default 1 s. */
   readonly permissionMaxAge?: Duration.Duration
+  /**
+   * Send the W3C `traceparent` header (the delivery attempt's span, in the event's trace), so a
+   * receiver can join the trace. Default false: it tells the receiver the installation's trace ids.
+   */
+  readonly traceparent?: boolean
 }
 
 /** The delivery settings' defaults, as the worker applies them when a host gives none. */
@@ -150,7 +155,15 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
       })
     }
     const permissionMaxAge = yield* setting("webhook.permission_max_age", "1s", permissionAge)
-    return { secretKey: key, policy, maxInFlight, maxInFlightPerOwner, permissionMaxAge } satisfies WebhookSettings
+    const traceparent = yield* setting("webhook.traceparent", "false", flag)
+    return {
+      secretKey: key,
+      policy,
+      maxInFlight,
+      maxInFlightPerOwner,
+      permissionMaxAge,
+      traceparent,
+    } satisfies WebhookSettings
   })
 
 export class WebhookConfig extends Context.Service<WebhookConfig, WebhookSettings>()("bothy/WebhookConfig") {

@@ -25,6 +25,8 @@ interface LayerOptions {
   readonly retrySteps?: ReadonlyArray<Duration.Duration>
   /** The sealing key (default: a random one); a worker process on the same database needs it too. */
   readonly secretKey?: string
+  /** `webhook.traceparent`: send the W3C header. */
+  readonly traceparent?: boolean
   readonly pool?: Partial<PgClient.PgPoolConfig>
 }
 
@@ -39,6 +41,7 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
             : Effect.runSync(SecretBox.parseKey(Redacted.make(options.secretKey))),
         policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
         ...(options.retrySteps === undefined ? {} : { retrySteps: options.retrySteps }),
+        ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
       }),
     ),
     Layer.provideMerge(database),
