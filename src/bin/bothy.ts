@@ -17,6 +17,7 @@ import { CliError, Command } from "effect/cli"
 import * as LogFormat from "../ops/LogFormat.ts"
 import * as MetricsEndpoint from "../ops/MetricsEndpoint.ts"
 import * as Observability from "../ops/Observability.ts"
+import * as Tracing from "../ops/Tracing.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
@@ -54,6 +55,7 @@ const worker = Command.make("worker", {}, () =>
       : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
     const webhooks = yield* WebhookConfig.load(key)
     const metrics = yield* MetricsEndpoint.loadAddress
+    const tracing = yield* Tracing.load
     yield* Effect.gen(function* () {
       yield* Effect.logInfo(
         "bothy worker running (consumer: webhooks; job queue: webhooks); SIGTERM or Ctrl-C stops it",
@@ -62,7 +64,15 @@ const worker = Command.make("worker", {}, () =>
       return yield* (yield* Database.DatabaseServer).exited.pipe(
         Effect.onInterrupt(() => Effect.logInfo("bothy worker stopping: running jobs finish or are put back")),
       )
-    }).pipe(Effect.provide(Observability.layer(metrics).pipe(Layer.provideMerge(Worker.layer(settings, webhooks)))))
+    }).pipe(
+      Effect.provide(
+        Observability.layer(metrics).pipe(
+          Layer.provideMerge(Worker.layer(settings, webhooks)),
+          // Below everything, so that the spans of the worker's shutdown are exported too.
+          Layer.provide(Tracing.layer(tracing)),
+        ),
+      ),
+    )
   }),
 ).pipe(Command.withDescription("Run the worker: migrations, log maintenance, the webhooks consumer and deliveries"))
 
