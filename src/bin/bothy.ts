@@ -15,12 +15,17 @@ import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, type LogLevel, Option, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
+import * as LogFormat from "../ops/LogFormat.ts"
+import * as MetricsEndpoint from "../ops/MetricsEndpoint.ts"
+import * as Observability from "../ops/Observability.ts"
 import * as RestoreFinalize from "../ops/RestoreFinalize.ts"
+import * as Tracing from "../ops/Tracing.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as PushConfig from "../push/PushConfig.ts"
 import * as PushVapid from "../push/PushVapid.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
+import * as OpsCommands from "./OpsCommands.ts"
 import * as Worker from "./Worker.ts"
 
 const logLevels: Record<string, LogLevel.LogLevel> = {
@@ -54,6 +59,8 @@ const worker = Command.make("worker", {}, () =>
       : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
     const webhooks = yield* WebhookConfig.load(key)
     const push = yield* PushConfig.load(webhooks.policy)
+    const metrics = yield* MetricsEndpoint.loadAddress
+    const tracing = yield* Tracing.load
     yield* Effect.gen(function* () {
       if (Option.isNone(push)) {
         yield* Effect.logInfo(
@@ -65,10 +72,24 @@ const worker = Command.make("worker", {}, () =>
         `bothy worker running (consumers: ${consumers}; job queues: ${consumers}); SIGTERM or Ctrl-C stops it`,
       )
       // Runs until a signal interrupts it, or fails when the embedded server exits under it.
-      return yield* (yield* Database.DatabaseServer).exited
-    }).pipe(Effect.provide(Worker.layer(settings, webhooks, push)))
+      return yield* (yield* Database.DatabaseServer).exited.pipe(
+        Effect.onInterrupt(() => Effect.logInfo("bothy worker stopping: running jobs finish or are put back")),
+      )
+    }).pipe(
+      Effect.provide(
+        Observability.layer(metrics).pipe(
+          Layer.provideMerge(Worker.layer(settings, webhooks, push)),
+          // Below everything, so that the spans of the worker's shutdown are exported too.
+          Layer.provide(Tracing.layer(tracing)),
+        ),
+      ),
+    )
   }),
-).pipe(Command.withDescription("Run the worker: migrations, log maintenance, the webhooks consumer and deliveries"))
+).pipe(
+  Command.withDescription(
+    "Run the worker: migrations, retention, the webhooks and push consumers and their deliveries, /metrics",
+  ),
+)
 
 const migrate = Command.make("migrate", {}, () =>
   Layer.build(Database.migrate).pipe(Effect.scoped, Effect.provide(Database.layer)),
@@ -114,7 +135,7 @@ const restore = Command.make("restore").pipe(
 
 const bothy = Command.make("bothy").pipe(
   Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
-  Command.withSubcommands([worker, migrate, push, restore]),
+  Command.withSubcommands([worker, migrate, push, restore, OpsCommands.status, OpsCommands.alerts]),
 )
 
 /** Expected failures are one line; defects keep their full cause; the CLI prints its own errors. */
@@ -133,7 +154,7 @@ Effect.gen(function* () {
 }).pipe(
   Effect.tapCause(report),
   // Empty variables are kept, so that a set-but-empty one is refused rather than read as unset.
-  Effect.provide([NodeServices.layer, BothyConfig.environment]),
+  Effect.provide([NodeServices.layer, BothyConfig.environment, LogFormat.layer()]),
   NodeRuntime.runMain({
     disableErrorReporting: true,
     // A bare `bothy` is a help request without errors, whose exit code is 0.

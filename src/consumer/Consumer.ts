@@ -16,7 +16,7 @@
  * The consumer names that exist are the rows of `event_consumer_cursors`, fixed by migrations; a
  * layer for a name without a row fails at start.
  */
-import { Clock, Duration, Effect, Layer, Metric, Queue, Schedule, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Metric, Queue, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { NotificationStream } from "../platform/NotificationStream.ts"
 import * as ConsumerMetrics from "./ConsumerMetrics.ts"
@@ -89,6 +89,13 @@ const record = (name: string, outcome: ConsumerRound.RoundOutcome) =>
     yield* Metric.update(g.pendingAge, yield* ageSeconds(outcome.nextOccurredAt))
   })
 
+/** The consumer's counters at 0, so that `rate()` and `increase()` see their first events. */
+const startCounters = (name: string) =>
+  Effect.gen(function* () {
+    yield* Metric.update(Metric.withAttributes(ConsumerMetrics.events, { consumer: name }), 0)
+    yield* Metric.update(Metric.withAttributes(ConsumerMetrics.lost, { consumer: name }), 0)
+  })
+
 /** Fails with `ConsumerNotRegistered` unless the consumer's cursor row exists. */
 export const checkRegistered = Effect.fn("Consumer.checkRegistered")(function* (name: string) {
   const sql = yield* SqlClient.SqlClient
@@ -141,9 +148,15 @@ export const layer = <E, R>(options: ConsumerOptions<E, R>) =>
 
       yield* notifications.subscribe("event_log", () => poke)
       yield* poke.pipe(Effect.delay(options.pollInterval), Effect.forever, Effect.forkScoped)
-      yield* sampleGauges(name).pipe(
+      // Sampled once before the layer is up, so a scrape never finds the consumer's series absent.
+      const sample = sampleGauges(name).pipe(
         Effect.catchCause((cause) => Effect.logWarning(`consumer ${name}: gauge sampling failed`, cause)),
-        Effect.repeat(Schedule.spaced(options.sampleInterval ?? Duration.seconds(10))),
+      )
+      yield* sample
+      yield* startCounters(name)
+      yield* sample.pipe(
+        Effect.delay(options.sampleInterval ?? Duration.seconds(10)),
+        Effect.forever,
         Effect.forkScoped,
       )
 

@@ -1,4 +1,7 @@
-/** The consumers' metric names, each defined once. Every metric carries a `consumer` attribute. */
+/**
+ * The consumers' metric names, each defined once. Every metric carries a `consumer` attribute.
+ * On the wire (`ops/MetricsEndpoint`) dots become underscores and counters end in `_total`.
+ */
 import { Metric } from "effect"
 
 /** Head seq minus the consumer's `last_seq`. */
@@ -7,7 +10,7 @@ export const lag = Metric.gauge("bothy.event.consumer.lag", {
 })
 
 /** Age in seconds of the oldest event the consumer has not processed; 0 when caught up. */
-export const pendingAge = Metric.gauge("bothy.event.consumer.pending_age", {
+export const pendingAge = Metric.gauge("bothy.event.consumer.pending_age_seconds", {
   description: "age in seconds of the oldest unprocessed event (0 when caught up)",
 })
 

@@ -21,6 +21,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { type InvalidJob, Jobs } from "../jobs/Jobs.ts"
 import type { Event } from "../log/Event.ts"
 import { EventLog, type Head } from "../log/EventLog.ts"
+import * as TraceParent from "../platform/TraceParent.ts"
 
 /** A job the fan-out wants for one event and one receiver. */
 export interface FanOutJob {
@@ -144,6 +145,7 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
     const lastAt = batch.at(-1)?.occurredAt.toISOString() ?? "-infinity"
     const wanted = batch.length > 0 ? yield* options.fanOut(batch as Arr.NonEmptyReadonlyArray<Event>) : []
     const traceParents = new Map(batch.map((e) => [e.seq, e.traceParent]))
+    yield* TraceParent.linkCurrent(batch.map((e) => e.traceParent))
     const inserted = yield* jobs.insert(
       wanted.map((job) => ({
         kind: job.kind,

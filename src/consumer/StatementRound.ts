@@ -25,6 +25,7 @@ import { Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Jobs from "../jobs/Jobs.ts"
+import * as TraceParent from "../platform/TraceParent.ts"
 import { type RoundOutcome, uniqueKeySql } from "./ConsumerRound.ts"
 
 /**
@@ -62,6 +63,8 @@ interface Row {
   readonly ok: boolean
   readonly wanted: number
   readonly inserted: number
+  /** Of the events the round wrote for, the first `TraceParent.maxLinks` traces (null without any). */
+  readonly traceParents: ReadonlyArray<string> | null
 }
 
 /** The round's outcome from its row; `undefined` for the transactional round to take over. */
@@ -131,10 +134,14 @@ export const make = (
       )
       SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
              p.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
+             (SELECT array_agg(t.trace_parent) FROM (
+                SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT ${TraceParent.maxLinks}
+              ) AS t) AS "traceParents",
              ${Jobs.insertCounts(sql)},
              ${sql.join(" + ", false)(["unflushed", ...(fanOut.sideEffects ?? [])].map(read))} AS side_effects
       FROM pos AS p CROSS JOIN go AS g`
     const result = outcome(rows[0])
+    yield* TraceParent.linkCurrent(rows[0]?.traceParents ?? [])
     if (result?._tag === "Processed") yield* Jobs.countSuppressed(result.suppressed)
     return result
   }).pipe(Effect.withSpan("Consumer.statementRound", { attributes: { consumer: options.name } }))

@@ -14,7 +14,8 @@
  * from the job's fiber, the outcome offered without suspending, and what each kind needs (its args
  * decoder, its retry delay, its metrics with the kind attribute) made once, not per job.
  */
-import { Array as Arr, Cause, Clock, Duration, Effect, Exit, Metric, Option, Schema, Tracer } from "effect"
+import { Array as Arr, Cause, Clock, Duration, Effect, Exit, Metric, Option, Schema, type Tracer } from "effect"
+import * as TraceParent from "../platform/TraceParent.ts"
 import * as JobBackoff from "./JobBackoff.ts"
 import type { ClaimedJob } from "./JobClaim.ts"
 import type { JobCompleter } from "./JobCompleter.ts"
@@ -69,13 +70,6 @@ export interface JobExecutor<R> {
   readonly run: (job: ClaimedJob, claimedAt: number) => Effect.Effect<void, never, Exclude<R, Tracer.ParentSpan>>
 }
 
-const traceParentSpan = (traceParent: string | null) => {
-  const parts = traceParent?.split("-")
-  return parts?.length === 4
-    ? Option.some(Tracer.externalSpan({ traceId: parts[1]!, spanId: parts[2]!, sampled: parts[3] === "01" }))
-    : Option.none()
-}
-
 // biome-ignore lint/suspicious/noExplicitAny: kinds differ in their args and errors
 const kindRuntimes = <R>(kinds: ReadonlyArray<JobKind<any, any, R>>): Map<string, KindRuntime<R>> => {
   const defaultDelay = JobBackoff.exponential()
@@ -121,12 +115,12 @@ export const make = <R>(
       metrics.claimed.updateUnsafe(1, context)
       if (job.attempt === 1) {
         const insertToStart = job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt)
-        metrics.insertToStart.updateUnsafe(insertToStart, context)
+        metrics.insertToStart.updateUnsafe(insertToStart / 1000, context)
       }
       const watch = { fiber, deadline: started + perKind.timeoutMillis, timedOut: false }
       const record = (outcome: Outcome) => {
         watchdog.delete(watch)
-        metrics.startToFinish.updateUnsafe(clock.currentTimeMillisUnsafe() - started, context)
+        metrics.startToFinish.updateUnsafe((clock.currentTimeMillisUnsafe() - started) / 1000, context)
         metrics.outcomes[outcome._tag]?.updateUnsafe(1, context)
         completer.offer({ id: job.id, attempt: job.attempt, outcome })
       }
@@ -136,7 +130,7 @@ export const make = <R>(
         record({ _tag: "Discarded", error: errorOf(job, "bad_args", message, started) })
         return Effect.void
       }
-      const parent = traceParentSpan(job.traceParent)
+      const parent = TraceParent.parse(job.traceParent)
       watchdog.add(watch)
       return perKind.kind.run(args.value, infoOf(job)).pipe(
         Effect.withSpan(

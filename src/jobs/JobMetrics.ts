@@ -1,4 +1,7 @@
-/** The job runtime's metric names, each defined once. */
+/**
+ * The job runtime's metric names, each defined once. On the wire (`ops/MetricsEndpoint`) dots
+ * become underscores and counters end in `_total`; durations are in seconds.
+ */
 import { Metric } from "effect"
 
 /** Rows an insert skipped because their unique key already existed (a duplicate the key caught). */
@@ -37,16 +40,17 @@ export const outcomesLost = Metric.counter("bothy.jobs.outcomes_lost", {
 /** Runnable jobs per `queue`, sampled. */
 export const queueDepth = Metric.gauge("bothy.jobs.queue_depth", { description: "runnable jobs per queue" })
 
-const latencyBoundaries = Metric.exponentialBoundaries({ start: 0.5, factor: 2, count: 20 })
+/** 0.5 ms to about 4.4 minutes. */
+const latencyBoundaries = Metric.exponentialBoundaries({ start: 0.0005, factor: 2, count: 20 })
 
-/** Milliseconds from insert to the start of the first attempt, by `kind`. */
-export const insertToStart = Metric.histogram("bothy.jobs.insert_to_start_ms", {
-  description: "milliseconds from a job's insert to the start of its first attempt",
+/** Seconds from insert to the start of the first attempt, by `kind`. */
+export const insertToStart = Metric.histogram("bothy.jobs.insert_to_start_seconds", {
+  description: "seconds from a job's insert to the start of its first attempt",
   boundaries: latencyBoundaries,
 })
 
-/** Milliseconds an attempt ran, by `kind`. */
-export const startToFinish = Metric.histogram("bothy.jobs.start_to_finish_ms", {
-  description: "milliseconds from the start of an attempt to its outcome",
+/** Seconds an attempt ran, by `kind`. */
+export const startToFinish = Metric.histogram("bothy.jobs.start_to_finish_seconds", {
+  description: "seconds from the start of an attempt to its outcome",
   boundaries: latencyBoundaries,
 })

@@ -25,6 +25,7 @@ import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { isNoPartition, pgFailure } from "../platform/PgError.ts"
+import * as TraceParent from "../platform/TraceParent.ts"
 import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
 
 /**
@@ -67,17 +68,12 @@ export type AppendError = InvalidEvent | EventLogPartitionMissing | SqlError
 /** A defect: without its one `event_seq` row the log cannot number anything. */
 const noCounterRow = Effect.die("event_seq has no row: the migrations were not applied")
 
-const traceParent = Effect.currentSpan.pipe(
-  Effect.map((span) => `00-${span.traceId}-${span.spanId}-${span.sampled ? "01" : "00"}`),
-  Effect.orElseSucceed(() => null),
-)
-
 const decodeEvents = Schema.decodeUnknownEffect(Schema.Array(Event))
 
 const appendWith = (sql: SqlClient.SqlClient) =>
   Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
     const valid = yield* Effect.fromResult(validateBatch(events))
-    const parent = yield* traceParent
+    const parent = yield* TraceParent.current
     const rows = JSON.stringify(
       valid.map(([e, payload]) => ({ s: e.space, t: e.type, a: e.actor, p: payload, tp: parent })),
     )

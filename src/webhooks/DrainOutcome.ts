@@ -19,10 +19,6 @@ import { disable } from "./SubscriptionStates.ts"
 import * as WebhookMetrics from "./WebhookMetrics.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
 
-/** The subscription's `head_age` gauge: how old its oldest pending delivery is (0 once a 2xx came back). */
-export const headAge = (subscriptionId: string, seconds: number) =>
-  Metric.update(Metric.withAttributes(WebhookMetrics.headAge, { subscription: subscriptionId }), seconds)
-
 /**
  * Settles a delivery that is not to be sent: leftovers of a disabled or re-enabled subscription
  * end dead, the event gone from the log disables the subscription (`gap`), one whose space left
@@ -85,7 +81,7 @@ export const failed = (
   Effect.gen(function* () {
     const sent = batch.at(-1)!
     const { delivery: d, result } = sent
-    yield* headAge(subscriptionId, Math.max(0, (sent.answered - d.occurredAt!.getTime()) / 1000))
+    yield* Metric.update(WebhookMetrics.failingHeadAge, Math.max(0, (sent.answered - d.occurredAt!.getTime()) / 1000))
     yield* warnAbout(drain, subscriptionId, sent)
     if (result.status === 410) {
       const states = yield* recordAttempts(drain, subscriptionId, batch, clockBefore)

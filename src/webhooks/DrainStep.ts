@@ -9,7 +9,7 @@ import { Clock, Duration, Effect, Metric } from "effect"
 import * as JobKind from "../jobs/JobKind.ts"
 import type { Drain } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
-import { failed, headAge, settle } from "./DrainOutcome.ts"
+import { failed, settle } from "./DrainOutcome.ts"
 import { type Checked, flush, giveBackNumbers, type Run, readNext, recordAnswered, withUnrecorded } from "./DrainRun.ts"
 import * as DrainSlot from "./DrainSlot.ts"
 import { attemptsBy, type PendingDelivery, type Sent, suppress } from "./PendingDeliveries.ts"
@@ -86,8 +86,7 @@ const answeredOk = (run: Run, sent: Sent, readAlong: boolean) =>
     run.succeeded = true
     run.unrecorded.push(sent)
     yield* attemptsBy("delivered")
-    yield* Metric.update(WebhookMetrics.latency, sent.answered - sent.delivery.occurredAt!.getTime())
-    yield* headAge(run.subscriptionId, 0)
+    yield* Metric.update(WebhookMetrics.latency, (sent.answered - sent.delivery.occurredAt!.getTime()) / 1000)
     if (readAlong) {
       run.queue = run.incoming
       run.incoming = []

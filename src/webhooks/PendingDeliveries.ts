@@ -49,6 +49,8 @@ export interface PendingDelivery {
   readonly type: string | null
   readonly space: string | null
   readonly occurredAt: Date | null
+  /** The event's trace (`TraceParent`): its delivery's attempt continues it. */
+  readonly traceParent: string | null
   readonly payload: unknown
   readonly scoped: boolean
   /** Whether it can be sent as far as the row says (active, not a leftover, event present, in scope). */
@@ -82,7 +84,7 @@ const pendingCtes = (drain: Drain, subscriptionId: string, job: bigint, after: b
            s.previous_secret_until AS "previousSecretUntil",
            s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
            s.numbered_by AS "tokenSeen",
-           e.seq IS NOT NULL AS present, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.payload,
+           e.seq IS NOT NULL AS present, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.trace_parent AS "traceParent", e.payload,
            EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
                    WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id) AS scoped,
            ${drain.allowedColumn} AS allowed

@@ -15,6 +15,14 @@ export type DisabledCause = "gap" | "gone" | "failing" | "manual"
 const disabledCount = (cause: DisabledCause, n: number) =>
   n > 0 ? Metric.update(Metric.withAttributes(WebhookMetrics.disabled, { cause }), n) : Effect.void
 
+/** One line per change, naming at most 10 of the subscriptions (a gap may disable thousands at once). */
+const logDisabled = (ids: ReadonlyArray<string>, cause: DisabledCause) => {
+  const named = ids.slice(0, 10).join(", ")
+  const more = ids.length > 10 ? ` and ${ids.length - 10} more` : ""
+  const line = `webhooks: ${ids.length === 1 ? "subscription" : `${ids.length} subscriptions`} ${named}${more} disabled with cause ${cause}`
+  return cause === "manual" ? Effect.logInfo(line) : Effect.logWarning(line)
+}
+
 /** Disables the active subscriptions among `ids`; returns those it disabled. */
 export const disable = Effect.fn("SubscriptionStates.disable")(function* (
   ids: ReadonlyArray<string>,
@@ -37,7 +45,9 @@ export const disable = Effect.fn("SubscriptionStates.disable")(function* (
     )
     SELECT id::text FROM off`
   yield* disabledCount(cause, rows.length)
-  return rows.map((r) => r.id)
+  const disabled = rows.map((r) => r.id)
+  if (disabled.length > 0) yield* logDisabled(disabled, cause)
+  return disabled
 })
 
 /**

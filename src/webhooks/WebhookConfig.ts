@@ -16,6 +16,7 @@ import {
   InvalidConfig,
   parseCount,
   parseDurationWithin,
+  parseFlag,
   setting,
 } from "../platform/BothyConfig.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
@@ -33,6 +34,11 @@ export interface WebhookSettings {
   readonly permissionMaxAge?: Duration.Duration
   /** Finished deliveries older than this are removed (`DeliveryHistory`). Default: `sync.event_retention`. */
   readonly historyRetention?: Duration.Duration
+  /**
+   * Send the W3C `traceparent` header (the delivery attempt's span, in the event's trace), so a
+   * receiver can join the trace. Default false: it tells the receiver the installation's trace ids.
+   */
+  readonly traceparent?: boolean
 }
 
 /** The delivery settings' defaults, as the worker applies them when a host gives none. */
@@ -118,6 +124,7 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
     const historyRetention = yield* setting("webhook.history_retention", "", (raw) =>
       raw.trim() === "" ? Result.succeed(undefined) : historyAge(raw),
     )
+    const traceparent = yield* setting("webhook.traceparent", "false", parseFlag)
     return {
       secretKey: key,
       policy,
@@ -125,6 +132,7 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
       maxInFlightPerOwner,
       permissionMaxAge,
       ...(historyRetention === undefined ? {} : { historyRetention }),
+      traceparent,
     } satisfies WebhookSettings
   })
 

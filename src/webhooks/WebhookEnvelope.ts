@@ -7,9 +7,10 @@
  * so a re-send is the same message to the receiver; a rotated-out secret signs too until its
  * overlap ends; secrets stay `Redacted` and are opened once per run. Nothing goes on record here.
  */
-import { Clock, Effect } from "effect"
+import { Clock, Effect, Option, type Tracer } from "effect"
 import * as SecretBox from "../crypto/SecretBox.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
+import * as TraceParent from "../platform/TraceParent.ts"
 import type { Drain } from "./Drain.ts"
 import type { Run } from "./DrainRun.ts"
 import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
@@ -56,8 +57,26 @@ const secretsFor = (drain: Drain, run: Run, d: PendingDelivery, now: number) =>
     return [current, ...previous] as const
   })
 
+/**
+ * The attempt's span continues the event's own trace (`trace_parent`), not the drain job's: one
+ * job sends the events of many producers. It links to the job's span instead.
+ */
+const attemptSpan = (run: Run, d: PendingDelivery, job: Option.Option<Tracer.AnySpan>) => {
+  const parent = TraceParent.parse(d.traceParent)
+  return Effect.withSpan("WebhookDrainer.attempt", {
+    attributes: { "webhook.subscription": run.subscriptionId, "webhook.event_seq": String(d.eventSeq) },
+    ...(Option.isSome(parent) ? { parent: parent.value } : {}),
+    links: Option.isSome(job) && Option.isSome(parent) ? [{ span: job.value, attributes: {} }] : [],
+  })
+}
+
 /** Signs and POSTs a sendable, permitted, numbered delivery; what came back, not on record yet. */
 export const send = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigint) =>
+  Effect.flatMap(Effect.option(Effect.currentSpan), (job) =>
+    attempt(drain, run, d, sequence).pipe(attemptSpan(run, d, job)),
+  )
+
+const attempt = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigint) =>
   Effect.gen(function* () {
     const payload = body(d, sequence)
     const started = yield* Clock.currentTimeMillis
@@ -66,8 +85,17 @@ export const send = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigin
       { id, timestamp: new Date(started), body: payload },
       yield* secretsFor(drain, run, d, started),
     )
+    const traceparent = drain.config.traceparent === true ? yield* TraceParent.current : null
     const result = yield* OutboundSender.send(
-      { url: d.url, headers: { ...headers, "content-type": "application/json" }, body: payload },
+      {
+        url: d.url,
+        headers: {
+          ...headers,
+          "content-type": "application/json",
+          ...(traceparent === null ? {} : { traceparent }),
+        },
+        body: payload,
+      },
       drain.config.policy,
       {},
       run.connections,
@@ -75,8 +103,4 @@ export const send = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigin
     const answered = yield* Clock.currentTimeMillis
     const ok = result.status !== undefined && result.status >= 200 && result.status < 300
     return { delivery: d, started, answered, result, ok } satisfies Sent
-  }).pipe(
-    Effect.withSpan("WebhookDrainer.attempt", {
-      attributes: { "webhook.subscription": run.subscriptionId, "webhook.event_seq": String(d.eventSeq) },
-    }),
-  )
+  })

@@ -1,4 +1,8 @@
-/** Outgoing webhook metric names, each defined once. */
+/**
+ * Outgoing webhook metric names, each defined once. On the wire (`ops/MetricsEndpoint`) dots
+ * become underscores and counters end in `_total`; durations are in seconds. No metric carries a
+ * per-subscription label: series must not grow with the number of subscriptions.
+ */
 import { Metric } from "effect"
 
 /** By `outcome`: delivered, failed, gone, suppressed. */
@@ -7,15 +11,20 @@ export const attempts = Metric.counter("bothy.webhooks.attempts", {
   incremental: true,
 })
 
-/** Milliseconds from the event's commit to the 2xx answer. */
-export const latency = Metric.histogram("bothy.webhooks.delivery_latency_ms", {
-  description: "milliseconds from an event's commit to its webhook's successful delivery",
-  boundaries: Metric.exponentialBoundaries({ start: 1, factor: 2, count: 28 }),
+/** Seconds from the event's commit to the 2xx answer: 1 ms to about 37 hours. */
+export const latency = Metric.histogram("bothy.webhooks.delivery_latency_seconds", {
+  description: "seconds from an event's commit to its webhook's successful delivery",
+  boundaries: Metric.exponentialBoundaries({ start: 0.001, factor: 2, count: 28 }),
 })
 
-/** Seconds since the oldest undelivered event of a subscription was committed, by `subscription`. */
-export const headAge = Metric.gauge("bothy.webhooks.head_age", {
-  description: "age in seconds of the oldest undelivered event per subscription",
+/**
+ * At each failed request, how long the subscription's oldest undelivered event has waited: a
+ * histogram instead of a gauge per subscription, so series stay bounded (1 s to about 6 days;
+ * `bothy status` names the subscriptions).
+ */
+export const failingHeadAge = Metric.histogram("bothy.webhooks.failing_head_age_seconds", {
+  description: "age in seconds of a subscription's oldest undelivered event, observed at each failed request",
+  boundaries: Metric.exponentialBoundaries({ start: 1, factor: 2, count: 20 }),
 })
 
 /** By `cause`: gap, gone, failing, manual. */

@@ -27,9 +27,14 @@ export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(r
 
 interface LayerOptions {
   readonly retrySteps?: ReadonlyArray<Duration.Duration>
+  /**
+   * The sealing key, or its base64 text (default: a random one); a worker process on the same
+   * database needs it too.
+   */
+  readonly secretKey?: SecretBox.SecretKey | string
+  /** `webhook.traceparent`: send the W3C header. */
+  readonly traceparent?: boolean
   readonly pool?: Partial<PgClient.PgPoolConfig>
-  /** Default: a random one. */
-  readonly secretKey?: SecretBox.SecretKey
 }
 
 /** Everything but `Webhooks` (whose layer checks the sealing key against the schema), on `database`. */
@@ -37,9 +42,15 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
   Layer.mergeAll(PermissionGrants.layer, EventLog.layer, Jobs.layer, NotificationStream.layer()).pipe(
     Layer.provideMerge(
       WebhookConfig.layerWith({
-        secretKey: options.secretKey ?? secretKey(),
+        secretKey:
+          options.secretKey === undefined
+            ? secretKey()
+            : typeof options.secretKey === "string"
+              ? Effect.runSync(SecretBox.parseKey(Redacted.make(options.secretKey)))
+              : options.secretKey,
         policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
         ...(options.retrySteps === undefined ? {} : { retrySteps: options.retrySteps }),
+        ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
       }),
     ),
     Layer.provideMerge(database),
