@@ -19,6 +19,7 @@ import webhookDrainRelease from "../../migrations/0008_webhook_drain_release.ts"
 import webhookSentSequence from "../../migrations/0009_webhook_sent_sequence.ts"
 import webhookSealingKey from "../../migrations/0010_webhook_sealing_key.ts"
 import jobsAttemptInteger from "../../migrations/0011_jobs_attempt_integer.ts"
+import eventLogSequencing from "../../migrations/0013_event_log_sequencing.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -32,6 +33,7 @@ export const migrations = {
   "0009_webhook_sent_sequence": webhookSentSequence,
   "0010_webhook_sealing_key": webhookSealingKey,
   "0011_jobs_attempt_integer": jobsAttemptInteger,
+  "0013_event_log_sequencing": eventLogSequencing,
 } as const
 
 /** The table in which the migrator records applied migrations. */

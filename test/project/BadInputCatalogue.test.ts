@@ -410,7 +410,8 @@ layer(Live, { excludeTestServices: true })("BadInputCatalogue", (it) => {
     Effect.gen(function* () {
       const before = yield* rows
       const appended = yield* withPayload(nested(maxPayloadDepth))
-      const [stored] = yield* Effect.flatMap(EventLog, (log) => log.read(appended.firstSeq - 1n, 1))
+      const { firstSeq } = yield* Effect.flatMap(EventLog, (log) => log.sequenced(appended))
+      const [stored] = yield* Effect.flatMap(EventLog, (log) => log.read(firstSeq - 1n, 1))
       assert.deepStrictEqual(stored!.payload, nested(maxPayloadDepth))
       const scope = many(maxScope, (i) => `limit-space-${i}`)
       const eventTypes = many(maxEventTypes, (i) => `limit.type-${i}`)

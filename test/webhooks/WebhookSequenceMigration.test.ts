@@ -39,13 +39,16 @@ layer(Live, { excludeTestServices: true })("Webhook sequence migration", (it) =>
         yield* sql`INSERT INTO webhook_subscription_spaces (space_id, subscription_id) VALUES ('mig', ${sub!.id}::uuid)`
         yield* PermissionGrants.grant("owner-m", webhookDeliver, "mig")
         const log = yield* EventLog
-        const { lastSeq } = yield* log.append(
-          Array.from({ length: 5 }, (_, n) => ({
-            space: "mig",
-            type: "item.created",
-            actor: "tester",
-            payload: { n },
-          })),
+        const { lastSeq } = yield* Effect.flatMap(
+          log.append(
+            Array.from({ length: 5 }, (_, n) => ({
+              space: "mig",
+              type: "item.created",
+              actor: "tester",
+              payload: { n },
+            })),
+          ),
+          log.sequenced,
         )
         // As the round left things before 0009: numbered 1..5 on creation, three of them delivered.
         yield* sql`INSERT INTO webhook_drains (subscription_id, sequence) VALUES (${sub!.id}::uuid, 5)`
