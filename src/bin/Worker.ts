@@ -11,6 +11,7 @@ import { Jobs } from "../jobs/Jobs.ts"
 import * as JobWorker from "../jobs/JobWorker.ts"
 import { EventLog } from "../log/EventLog.ts"
 import * as EventLogPartitions from "../log/EventLogPartitions.ts"
+import * as Sequencer from "../log/Sequencer.ts"
 import { BothyConfig, type Settings } from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import { NotificationStream } from "../platform/NotificationStream.ts"
@@ -42,6 +43,7 @@ export const deliveries = Layer.unwrap(
 export const layer = (settings: Settings, webhooks: WebhookSettings) =>
   Layer.mergeAll(
     EventLogPartitions.maintain,
+    settings.log?.sequencing === "post_commit" ? Sequencer.layer() : Layer.empty,
     WebhookFanOut.layer({
       batchSize: settings.consumer.batchSize,
       pollInterval: settings.consumer.pollInterval,
@@ -53,7 +55,7 @@ export const layer = (settings: Settings, webhooks: WebhookSettings) =>
     Layer.provide(
       Layer.mergeAll(
         NotificationStream.layer(),
-        EventLog.layer,
+        EventLog.layerFor(settings.log?.sequencing ?? "counter"),
         Jobs.layer,
         PermissionGrants.layer,
         WebhookConfig.layerWith(webhooks),

@@ -57,6 +57,7 @@ export interface SequencerOptions {
 export type Step =
   | { readonly _tag: "Acquired"; readonly holder: string }
   | { readonly _tag: "NotAcquired" }
+  | { readonly _tag: "Renewed" }
   | { readonly _tag: "Lost" }
   | {
       readonly _tag: "Batch"
@@ -136,6 +137,7 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
       let next: State = state
       if ((yield* Clock.currentTimeMillis) >= state.renewAt) {
         if (!(yield* provide(SequencerLease.acquire(holder, leaseMillis)))) return yield* lost
+        yield* onStep({ _tag: "Renewed" })
         next = yield* leading
       }
       const result = yield* provide(batch)

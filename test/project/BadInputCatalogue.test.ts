@@ -319,6 +319,7 @@ const configCases: ReadonlyArray<Case> = [
   settingCase({ BOTHY_SYNC_EVENT_RETENTION: "3651d" }, "sync.event_retention"),
   settingCase({ BOTHY_PERF_PUSH_HANDOFF_P95: "0ms" }, "perf.push_handoff_p95"),
   settingCase({ BOTHY_PERF_PUSH_HANDOFF_P95: "2m" }, "perf.push_handoff_p95"),
+  settingCase({ BOTHY_LOG_SEQUENCING: "sequence" }, "log.sequencing"),
   {
     name: "DATABASE_URL set but empty",
     attempt: Database.external.pipe(env({ DATABASE_URL: "" })),
