@@ -51,7 +51,7 @@ export interface SequencerOptions {
    * transaction of its own rather than one autocommitted statement): for tests that kill a holder
    * mid-batch.
    */
-  readonly inBatch?: Effect.Effect<void>
+  readonly inBatch?: (batch: SequencerBatch.BatchResult) => Effect.Effect<void>
 }
 
 export type Step =
@@ -108,7 +108,7 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
   const batch =
     options.inBatch === undefined
       ? SequencerBatch.run(holder, batchSize)
-      : sql.withTransaction(Effect.tap(SequencerBatch.run(holder, batchSize), () => options.inBatch!))
+      : sql.withTransaction(Effect.tap(SequencerBatch.run(holder, batchSize), options.inBatch))
   const leading = Effect.map(
     Clock.currentTimeMillis,
     (now): State => ({ _tag: "Leading", renewAt: now + leaseMillis / 3 }),
