@@ -15,7 +15,7 @@
 import { Console, Duration, Effect, Latch, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../../src/log/Event.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
+import { type Appended, EventLog } from "../../src/log/EventLog.ts"
 import * as Sequencer from "../../src/log/Sequencer.ts"
 import * as AppendBaselines from "../plumbing/AppendBaselines.ts"
 import type { Benchmark } from "../plumbing/Benchmark.ts"
@@ -165,6 +165,28 @@ const round = (n: number) => Math.round(n)
 const mapImplementations = <A>(f: (impl: Implementation) => A) =>
   Object.fromEntries(implementations.map((impl) => [impl, f(impl)])) as Record<Implementation, A>
 
+/** One fiber per producer, each committing the batches in turn until the window closes. */
+const appendLoops = (
+  log: EventLog["Service"],
+  producers: number,
+  batches: ReadonlyArray<ReadonlyArray<NewEvent>>,
+  tally: Throughput.Tally,
+  committed?: (appended: Appended) => void,
+) =>
+  Effect.forEach(
+    Array.from({ length: producers }, (_, p) => p),
+    (p) =>
+      Effect.gen(function* () {
+        for (let k = p; !tally.stopped; k++) {
+          const batch = batches[k % batches.length]!
+          const { appended } = yield* log.appendAfter(Effect.void, () => batch)
+          if (committed !== undefined && appended._tag === "Some") committed(appended.value)
+          tally.add(batch.length)
+        }
+      }),
+    { concurrency: "unbounded", discard: true },
+  )
+
 const run = Effect.gen(function* () {
   const server = yield* BenchServer
   const settings = yield* Throughput.settings
@@ -174,20 +196,7 @@ const run = Effect.gen(function* () {
     Effect.gen(function* () {
       const log = yield* EventLog
       yield* openEveryConnection(producers)
-      return yield* Throughput.measure(settings, (tally) =>
-        Effect.forEach(
-          Array.from({ length: producers }, (_, p) => p),
-          (p) =>
-            Effect.gen(function* () {
-              for (let k = p; !tally.stopped; k++) {
-                const batch = batches[k % batches.length]!
-                yield* log.appendAfter(Effect.void, () => batch)
-                tally.add(batch.length)
-              }
-            }),
-          { concurrency: "unbounded", discard: true },
-        ),
-      )
+      return yield* Throughput.measure(settings, (tally) => appendLoops(log, producers, batches, tally))
     }).pipe(Effect.provide(EventLog.layer.pipe(Layer.provideMerge(server.pool(producers)))))
 
   // The sequencer and the reader on connections of their own, as a worker and a consumer would be.
@@ -198,20 +207,9 @@ const run = Effect.gen(function* () {
       const readable = yield* CommitToReadable.start.pipe(Effect.provide(yield* Layer.build(server.pool(2))))
       yield* openEveryConnection(producers)
       const run = yield* Throughput.measure(settings, (tally) =>
-        Effect.forEach(
-          Array.from({ length: producers }, (_, p) => p),
-          (p) =>
-            Effect.gen(function* () {
-              for (let k = p; !tally.stopped; k++) {
-                const batch = batches[k % batches.length]!
-                const { appended } = yield* log.appendAfter(Effect.void, () => batch)
-                const done = appended._tag === "Some" ? appended.value : undefined
-                if (done?._tag === "Unsequenced") readable.committed(done.appendId)
-                tally.add(batch.length)
-              }
-            }),
-          { concurrency: "unbounded", discard: true },
-        ),
+        appendLoops(log, producers, batches, tally, (appended) => {
+          if (appended._tag === "Unsequenced") readable.committed(appended.appendId)
+        }),
       )
       const drained = yield* Throughput.timed(untilNothingPending)
       return { ...run, commitToReadableMs: readable.distribution(), drainSeconds: round3(drained.seconds) }

@@ -6,8 +6,9 @@
  *
  *   lease   the caller still holds the lease ── no row ──> nothing happens (leased = false)
  *   turn    the append lock (`appendLockKey`), only when something is pending
- *   picked  up to `limit` pending appends, oldest id first, locked
- *   moved   deleted from event_log_pending, returning their events
+ *   picked  up to `limit` pending appends, oldest id first
+ *   moved   deleted from event_log_pending, returning their events (the DELETE's row lock is the
+ *           only one: no FOR UPDATE before it, which would write a lock record per row)
  *   ev      the events in (append id, position in the append) order, numbered 1..n
  *   head    event_seq moves by n (its row lock orders this batch after any other), occurred_at
  *   ins     the events into event_log at head + 1..n
@@ -22,7 +23,8 @@
  *
  * Its snapshot is taken before the locks are waited for; that is safe, as in the counter mode's
  * append: the `event_seq` update re-reads the row it waited for, and a pending row that another
- * batch moved meanwhile is skipped by the row lock's re-check.
+ * batch moved meanwhile is skipped by the DELETE's re-check, so `ev` holds only what this batch
+ * really deleted.
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -68,7 +70,6 @@ export const run = (
         SELECT p.id FROM event_log_pending AS p
         WHERE EXISTS (SELECT FROM turn)
         ORDER BY p.id LIMIT ${limit}
-        FOR UPDATE
       ), moved AS (
         DELETE FROM event_log_pending AS p USING picked WHERE p.id = picked.id RETURNING p.id, p.events
       ), ev AS MATERIALIZED (
