@@ -1,7 +1,11 @@
 /**
- * `npm run bench -- append`: appended events/s through `EventLog.append` with 1, 8 and 32
- * concurrent producers, one and then ten events per transaction, next to the two `pg` driver
- * baselines of `AppendBaselines.ts` measured in the same run on the same server.
+ * `npm run bench -- append`: appended events/s through `EventLog.append` with 1, 8, 16 and 32
+ * concurrent producers, one and then ten events per transaction, in both sequencing modes
+ * (`ours`: the counter, `postCommit`: `EventLog.layerPostCommit` with a `Sequencer` running in this
+ * process on two connections of its own), next to the two `pg` driver baselines of
+ * `AppendBaselines.ts` measured in the same run on the same server. A `postCommit` run also
+ * measures commit-to-readable latency (`CommitToReadable`) and, after its window, how long the
+ * sequencer took to number what was still pending.
  *
  * Every run starts from the same state (empty log, counter at 0, fresh checkpoint), and the three
  * implementations take turns within each repeat, in a rotating order, so drift on a shared
@@ -11,21 +15,31 @@
 import { Console, Duration, Effect, Latch, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../../src/log/Event.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
+import { type Appended, EventLog } from "../../src/log/EventLog.ts"
+import * as Sequencer from "../../src/log/Sequencer.ts"
 import * as AppendBaselines from "../plumbing/AppendBaselines.ts"
 import type { Benchmark } from "../plumbing/Benchmark.ts"
 import { BenchServer, pgClientConfig } from "../plumbing/BenchServer.ts"
+import * as CommitToReadable from "../plumbing/CommitToReadable.ts"
 import { packageVersion, round3 } from "../plumbing/Figures.ts"
+import type { Distribution } from "../plumbing/Handoff.ts"
 import type { Report, Target } from "../plumbing/Report.ts"
 import { eventAt } from "../plumbing/SampleEvent.ts"
 import * as Throughput from "../plumbing/Throughput.ts"
 
-const producerCounts = [1, 8, 32] as const
+const producerCounts = [1, 8, 16, 32] as const
 const batchSizes = [1, 10] as const
-const implementations = ["ours", "naive", "plain"] as const
+const implementations = ["ours", "postCommit", "naive", "plain"] as const
 type Implementation = (typeof implementations)[number]
 
-type RunResult = Throughput.Run & { readonly repeat: number; readonly verified: boolean }
+interface Readable {
+  /** Commit acknowledged to readable in event_log, per append, ms. */
+  readonly commitToReadableMs: Distribution
+  /** After the window: until the sequencer had numbered everything still pending. */
+  readonly drainSeconds: number
+}
+
+type RunResult = Throughput.Run & { readonly repeat: number; readonly verified: boolean } & Partial<Readable>
 
 interface Case {
   readonly case: string
@@ -33,7 +47,14 @@ interface Case {
   readonly eventsPerTxn: number
   /** Medians over the repeats. */
   readonly eventsPerSecond: Record<Implementation, number>
-  readonly ratio: { readonly oursOverNaive: number; readonly oursOverPlain: number }
+  readonly ratio: {
+    readonly oursOverNaive: number
+    readonly oursOverPlain: number
+    readonly postCommitOverPlain: number
+    readonly postCommitOverOurs: number
+  }
+  /** postCommit's commit-to-readable p50 and p95, medians over the repeats, ms. */
+  readonly commitToReadableMs: { readonly p50: number; readonly p95: number }
   /** Medians of the CPU this process used, in cores: what each client costs. */
   readonly clientCores: Record<Implementation, number>
   readonly runs: Record<Implementation, ReadonlyArray<RunResult>>
@@ -64,8 +85,9 @@ const asRow = (e: NewEvent): AppendBaselines.Row => [e.space, e.type, e.actor, J
 
 const reset = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  yield* sql`TRUNCATE event_log`
+  yield* sql`TRUNCATE event_log, event_log_pending`
   yield* sql`UPDATE event_seq SET value = 0`
+  yield* sql`UPDATE event_sequencer SET holder = NULL, expires_at = '-infinity'`
   yield* sql.unsafe("VACUUM event_seq") // the counter row is updated per transaction; start each run unbloated
   yield* sql.unsafe("CHECKPOINT") // so no run pays for the previous run's dirty pages or full-page writes
 })
@@ -132,9 +154,38 @@ const openEveryConnection = (connections: number) =>
     )
   })
 
+/** Until the sequencer has numbered every committed append (no sequencer: never). */
+const untilNothingPending = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const pending = sql<{ any: boolean }>`SELECT EXISTS (SELECT FROM event_log_pending) AS any`
+  while ((yield* pending)[0]?.any === true) yield* Effect.sleep("2 millis")
+})
+
 const round = (n: number) => Math.round(n)
 const mapImplementations = <A>(f: (impl: Implementation) => A) =>
   Object.fromEntries(implementations.map((impl) => [impl, f(impl)])) as Record<Implementation, A>
+
+/** One fiber per producer, each committing the batches in turn until the window closes. */
+const appendLoops = (
+  log: EventLog["Service"],
+  producers: number,
+  batches: ReadonlyArray<ReadonlyArray<NewEvent>>,
+  tally: Throughput.Tally,
+  committed?: (appended: Appended) => void,
+) =>
+  Effect.forEach(
+    Array.from({ length: producers }, (_, p) => p),
+    (p) =>
+      Effect.gen(function* () {
+        for (let k = p; !tally.stopped; k++) {
+          const batch = batches[k % batches.length]!
+          const { appended } = yield* log.appendAfter(Effect.void, () => batch)
+          if (committed !== undefined && appended._tag === "Some") committed(appended.value)
+          tally.add(batch.length)
+        }
+      }),
+    { concurrency: "unbounded", discard: true },
+  )
 
 const run = Effect.gen(function* () {
   const server = yield* BenchServer
@@ -145,21 +196,24 @@ const run = Effect.gen(function* () {
     Effect.gen(function* () {
       const log = yield* EventLog
       yield* openEveryConnection(producers)
-      return yield* Throughput.measure(settings, (tally) =>
-        Effect.forEach(
-          Array.from({ length: producers }, (_, p) => p),
-          (p) =>
-            Effect.gen(function* () {
-              for (let k = p; !tally.stopped; k++) {
-                const batch = batches[k % batches.length]!
-                yield* log.appendAfter(Effect.void, () => batch)
-                tally.add(batch.length)
-              }
-            }),
-          { concurrency: "unbounded", discard: true },
-        ),
-      )
+      return yield* Throughput.measure(settings, (tally) => appendLoops(log, producers, batches, tally))
     }).pipe(Effect.provide(EventLog.layer.pipe(Layer.provideMerge(server.pool(producers)))))
+
+  // The sequencer and the reader on connections of their own, as a worker and a consumer would be.
+  const postCommit = (producers: number, batches: ReadonlyArray<ReadonlyArray<NewEvent>>) =>
+    Effect.gen(function* () {
+      const log = yield* EventLog
+      yield* Layer.build(Sequencer.layer().pipe(Layer.provide(server.pool(2))))
+      const readable = yield* CommitToReadable.start.pipe(Effect.provide(yield* Layer.build(server.pool(2))))
+      yield* openEveryConnection(producers)
+      const run = yield* Throughput.measure(settings, (tally) =>
+        appendLoops(log, producers, batches, tally, (appended) => {
+          if (appended._tag === "Unsequenced") readable.committed(appended.appendId)
+        }),
+      )
+      const drained = yield* Throughput.timed(untilNothingPending)
+      return { ...run, commitToReadableMs: readable.distribution(), drainSeconds: round3(drained.seconds) }
+    }).pipe(Effect.scoped, Effect.provide(EventLog.layerPostCommit.pipe(Layer.provideMerge(server.pool(producers)))))
 
   const baseline = (
     kind: AppendBaselines.Baseline,
@@ -175,10 +229,12 @@ const run = Effect.gen(function* () {
   const once = (implementation: Implementation, producers: number, batches: ReadonlyArray<ReadonlyArray<NewEvent>>) =>
     Effect.gen(function* () {
       yield* reset
-      const result =
+      const result: Throughput.Run & Partial<Readable> =
         implementation === "ours"
           ? yield* ours(producers, batches)
-          : yield* baseline(implementation, producers, batches)
+          : implementation === "postCommit"
+            ? yield* postCommit(producers, batches)
+            : yield* baseline(implementation, producers, batches)
       const verified =
         implementation === "plain"
           ? yield* verifyCount(implementation, result.committed)
@@ -196,8 +252,12 @@ const run = Effect.gen(function* () {
           const implementation = implementations[(i + repeat) % implementations.length]!
           const r = yield* once(implementation, producers, batches)
           runs[implementation].push({ repeat: repeat + 1, ...r })
+          const readable =
+            r.commitToReadableMs === undefined
+              ? ""
+              : `, commit-to-readable p50 ${r.commitToReadableMs.p50} p95 ${r.commitToReadableMs.p95} ms, drained in ${r.drainSeconds} s`
           yield* Console.log(
-            `${eventsPerTxn} ev/txn, ${producers} producers, ${implementation} #${repeat + 1}: ${round(r.eventsPerSecond)} ev/s (client ${r.clientCores} cores, machine ${Math.round(r.machineBusy * 100)}% busy)`,
+            `${eventsPerTxn} ev/txn, ${producers} producers, ${implementation} #${repeat + 1}: ${round(r.eventsPerSecond)} ev/s (client ${r.clientCores} cores, machine ${Math.round(r.machineBusy * 100)}% busy)${readable}`,
           )
         }
       }
@@ -207,13 +267,23 @@ const run = Effect.gen(function* () {
         producers,
         eventsPerTxn,
         eventsPerSecond: mapImplementations(median),
-        ratio: { oursOverNaive: median("ours") / median("naive"), oursOverPlain: median("ours") / median("plain") },
+        ratio: {
+          oursOverNaive: median("ours") / median("naive"),
+          oursOverPlain: median("ours") / median("plain"),
+          postCommitOverPlain: median("postCommit") / median("plain"),
+          postCommitOverOurs: median("postCommit") / median("ours"),
+        },
+        commitToReadableMs: {
+          p50: Throughput.median(runs.postCommit.map((r) => r.commitToReadableMs?.p50 ?? Number.NaN)),
+          p95: Throughput.median(runs.postCommit.map((r) => r.commitToReadableMs?.p95 ?? Number.NaN)),
+        },
         clientCores: mapImplementations((impl) => Throughput.median(runs[impl].map((r) => r.clientCores))),
         runs,
       })
     }
   }
 
+  const single = (producers: number) => cases.find((c) => c.producers === producers && c.eventsPerTxn === 1)
   const ratioAt8 = (eventsPerTxn: number) =>
     cases.find((c) => c.producers === 8 && c.eventsPerTxn === eventsPerTxn)?.ratio.oursOverNaive ?? Number.NaN
   const target = (name: string, value: number): Target => ({
@@ -238,21 +308,31 @@ const run = Effect.gen(function* () {
         baselines: `pg ${packageVersion("pg")}, one pg.Client per producer, named prepared statements`,
       },
       table:
-        "all three write to event_log itself (partitioned by day, primary key (seq, occurred_at)); no scratch table",
-      betweenRuns: "TRUNCATE event_log; event_seq.value = 0; VACUUM event_seq; CHECKPOINT",
-      order: "each repeat runs ours, naive and plain in a rotating order",
+        "ours, naive and plain write to event_log itself (partitioned by day, primary key (seq, occurred_at)); postCommit writes one event_log_pending row per transaction, which the sequencer moves into event_log",
+      sequencer:
+        "postCommit only: Sequencer.layer() defaults (poll 5 ms, 1,000 appends per batch) on a pool of 2 in this process; the commit-to-readable reader (LISTEN event_log, then read after its cursor) on another pool of 2",
+      betweenRuns:
+        "TRUNCATE event_log, event_log_pending; event_seq.value = 0; the sequencer lease freed; VACUUM event_seq; CHECKPOINT",
+      order: "each repeat runs ours, postCommit, naive and plain in a rotating order",
       figure: "median events/s over the repeats, each counting events committed inside the window after the warm-up",
     },
     results: cases.map((c) => ({
       ...c,
       eventsPerSecond: mapImplementations((impl) => round(c.eventsPerSecond[impl])),
-      ratio: { oursOverNaive: round3(c.ratio.oursOverNaive), oursOverPlain: round3(c.ratio.oursOverPlain) },
+      ratio: {
+        oursOverNaive: round3(c.ratio.oursOverNaive),
+        oursOverPlain: round3(c.ratio.oursOverPlain),
+        postCommitOverPlain: round3(c.ratio.postCommitOverPlain),
+        postCommitOverOurs: round3(c.ratio.postCommitOverOurs),
+      },
       runs: mapImplementations((impl) =>
         c.runs[impl].map((r) => ({ ...r, eventsPerSecond: round(r.eventsPerSecond), seconds: round3(r.seconds) })),
       ),
     })),
     baseline: {
       ours: "EventLog.appendAfter(Effect.void, () => batch): BEGIN; one statement (counter UPDATE, INSERT from jsonb_to_recordset, pg_notify); COMMIT. Includes event validation and the trace_parent from the current span.",
+      postCommit:
+        "the same through EventLog.layerPostCommit: BEGIN; INSERT INTO event_log_pending (one row, the batch as jsonb); COMMIT; a Sequencer numbers the appends into event_log (one statement per batch, NOTIFY per batch). Counted when the producer's commit returns; the run is checked after the sequencer has numbered everything.",
       naive:
         "(a) naive counter, separate round trips: BEGIN; UPDATE event_seq SET value = value + n RETURNING value, epoch; INSERT INTO event_log … VALUES (n rows); COMMIT. No NOTIFY.",
       plain:
@@ -261,6 +341,18 @@ const run = Effect.gen(function* () {
     targets: [
       target("EventLog.append >= 1.0x baseline (a) at 8 producers, 1 event/txn", ratioAt8(1)),
       target("EventLog.append >= 1.0x baseline (a) at 8 producers, 10 events/txn", ratioAt8(10)),
+      {
+        name: "post_commit >= 0.8x plain inserts (b) at 16 producers, 1 event/txn",
+        value: round3(single(16)?.ratio.postCommitOverPlain ?? Number.NaN),
+        target: 0.8,
+        met: (single(16)?.ratio.postCommitOverPlain ?? 0) >= 0.8,
+      },
+      {
+        name: "post_commit commit-to-readable p95 <= 10 ms at 8 producers, 1 event/txn",
+        value: round3(single(8)?.commitToReadableMs.p95 ?? Number.NaN),
+        target: 10,
+        met: (single(8)?.commitToReadableMs.p95 ?? Number.POSITIVE_INFINITY) <= 10,
+      },
     ],
     table: {
       columns: [
@@ -268,27 +360,36 @@ const run = Effect.gen(function* () {
         "producers",
         "events/txn",
         "ours ev/s",
+        "post_commit ev/s",
         "baseline a ev/s",
         "baseline b ev/s",
         "ours/a",
         "ours/b",
+        "post_commit/b",
+        "post_commit/ours",
+        "readable p50/p95 ms",
       ],
       rows: cases.map((c) => [
         c.case,
         String(c.producers),
         String(c.eventsPerTxn),
         String(round(c.eventsPerSecond.ours)),
+        String(round(c.eventsPerSecond.postCommit)),
         String(round(c.eventsPerSecond.naive)),
         String(round(c.eventsPerSecond.plain)),
         times(c.ratio.oursOverNaive),
         times(c.ratio.oursOverPlain),
+        times(c.ratio.postCommitOverPlain),
+        times(c.ratio.postCommitOverOurs),
+        `${c.commitToReadableMs.p50.toFixed(2)} / ${c.commitToReadableMs.p95.toFixed(2)}`,
       ]),
     },
   } satisfies Report
 })
 
 export default {
-  description: "events/s through EventLog.append vs a naive counter and no counter (pg driver), 1/8/32 producers",
+  description:
+    "events/s through EventLog.append, counter and post_commit, vs a naive counter and no counter (pg driver), 1/8/16/32 producers",
   run: Effect.gen(function* () {
     const server = yield* BenchServer
     return yield* run.pipe(Effect.provide(server.pool(1)))

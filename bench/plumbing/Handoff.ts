@@ -18,6 +18,11 @@
  *
  * `consumerSession` sets PostgreSQL settings on the consumer's connections only (startup
  * parameters), for what-if runs such as asynchronous commit of rounds; producers stay durable.
+ *
+ * With `sequencing: "post_commit"` the producer appends through `EventLog.layerPostCommit` and a
+ * `Sequencer` (its own two connections) numbers the appends; the latency then includes that hop.
+ * An event's seq is not known at its commit, so each carries its tick in the payload and the
+ * fan-out maps seqs back to ticks; NOTIFYs come one per batch, so the notify split is unmapped.
  */
 import { Context, Deferred, type Duration, Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -25,7 +30,8 @@ import * as Consumer from "../../src/consumer/Consumer.ts"
 import type { FanOutJob } from "../../src/consumer/ConsumerRound.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
 import type { NewEvent } from "../../src/log/Event.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
+import { EventLog, type Sequencing } from "../../src/log/EventLog.ts"
+import * as Sequencer from "../../src/log/Sequencer.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
@@ -48,6 +54,8 @@ export interface HandoffConfig {
   readonly event: NewEvent
   /** The jobs for one event and `receivers` receivers. */
   readonly fanOut: (seq: bigint, receivers: number) => ReadonlyArray<FanOutJob>
+  /** Default `counter`. */
+  readonly sequencing?: Sequencing
 }
 
 /** The consumer did not catch up with the producer in time: the run has no figure. */
@@ -115,6 +123,10 @@ export const measure = (config: HandoffConfig) =>
     const firstRound = yield* Deferred.make<void>()
     const allDone = yield* Deferred.make<void>()
     const lastSeq = base + BigInt(total)
+    const postCommit = config.sequencing === "post_commit"
+    // post_commit: seq -> tick, from the events' payloads as the fan-out sees them.
+    const tickOf = new Map<bigint, number>()
+    const indexOf = (seq: bigint) => (postCommit ? (tickOf.get(seq) ?? -1) : Number(seq - base) - 1)
 
     const pool = yield* Layer.build(server.pool(config.consumerConnections, { session: config.consumerSession }))
     const streamContext = yield* Layer.build(NotificationStream.layer()).pipe(Effect.provide(pool))
@@ -140,7 +152,11 @@ export const measure = (config: HandoffConfig) =>
         batchSize: config.batchSize,
         pollInterval: config.pollInterval,
         onLoss: () => Effect.void,
-        fanOut: (events) => Effect.succeed(events.flatMap((e) => config.fanOut(e.seq, config.receivers))),
+        fanOut: (events) =>
+          Effect.sync(() => {
+            if (postCommit) for (const e of events) tickOf.set(e.seq, (e.payload as { tick: number }).tick)
+            return events.flatMap((e) => config.fanOut(e.seq, config.receivers))
+          }),
         onRound: (outcome) =>
           Effect.suspend(() => {
             const now = performance.now()
@@ -150,7 +166,7 @@ export const measure = (config: HandoffConfig) =>
             const index = trace === undefined ? -1 : recorder.rounds.lastIndexOf(trace)
             if (index >= 0) returnedAt[index] = now
             for (let seq = outcome.fromSeq; seq <= outcome.toSeq; seq++) {
-              const i = Number(seq - base) - 1
+              const i = indexOf(seq)
               if (i >= 0 && i < total) {
                 jobAt[i] = now
                 roundOf[i] = index
@@ -165,17 +181,22 @@ export const measure = (config: HandoffConfig) =>
     )
     yield* Deferred.await(firstRound) // the start-up round has run: the consumer is idle and listening
 
+    if (postCommit) yield* Layer.build(Sequencer.layer().pipe(Layer.provide(server.pool(2))))
     const producer = yield* Layer.build(
-      EventLog.layer.pipe(Layer.provideMerge(server.pool(config.producerConnections))),
+      EventLog.layerFor(config.sequencing ?? "counter").pipe(
+        Layer.provideMerge(server.pool(config.producerConnections)),
+      ),
     )
     const log = Context.get(producer, EventLog)
+    const eventOf = (tick: number) =>
+      postCommit ? { ...config.event, payload: { ...(config.event.payload as object), tick } } : config.event
     const t0 = performance.now() + 10
     const production = yield* Throughput.timed(
-      Throughput.steady({ total, interval, t0, lateTick }, (_, sent) =>
-        log.append([config.event]).pipe(
+      Throughput.steady({ total, interval, t0, lateTick }, (tick, sent) =>
+        log.append([eventOf(tick)]).pipe(
           Effect.tap((appended) =>
             Effect.sync(() => {
-              const j = Number(appended.lastSeq - base) - 1
+              const j = appended._tag === "Sequenced" ? Number(appended.lastSeq - base) - 1 : tick
               committedAt[j] = performance.now()
               appendMs[j] = committedAt[j] - sent
             }),
@@ -201,7 +222,7 @@ export const measure = (config: HandoffConfig) =>
     const firstCommit = committedAt[warm]!
     const lastCommit = committedAt[total - 1]!
     // Every counted notification was the k-th after the (only) connect; a reconnect voids the mapping.
-    const notifyMapped = connects === 1 && notifications === total
+    const notifyMapped = !postCommit && connects === 1 && notifications === total
 
     const measuredRounds = [...new Set(measured.map((i) => roundOf[i]!))].filter((r) => r >= 0)
     const phases = measuredRounds

@@ -76,9 +76,12 @@ export const measure = (
     const cpu0 = CpuUsage.sample(postmaster)
     const service0 = yield* service.cpuMicros
     const loop = yield* EventLoopDelay.monitor
-    const appended = yield* log.append([
-      { space, type: "burst.posted", actor: "burst-author", payload: { summary: "one event, every member" } },
-    ])
+    const appended = yield* Effect.flatMap(
+      log.append([
+        { space, type: "burst.posted", actor: "burst-author", payload: { summary: "one event, every member" } },
+      ]),
+      log.sequenced,
+    )
     const committedAt = performance.now()
     const seq = Number(appended.lastSeq)
 

@@ -12,6 +12,7 @@ import { Jobs } from "../jobs/Jobs.ts"
 import * as JobWorker from "../jobs/JobWorker.ts"
 import { EventLog } from "../log/EventLog.ts"
 import * as Retention from "../log/Retention.ts"
+import * as Sequencer from "../log/Sequencer.ts"
 import { BothyConfig, type Settings } from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import { NotificationStream } from "../platform/NotificationStream.ts"
@@ -77,6 +78,7 @@ export const layer = (
   Layer.mergeAll(
     Retention.layer({ retention: settings.sync.eventRetention }),
     DeliveryHistory.layer({ age: webhooks.historyRetention ?? settings.sync.eventRetention }),
+    settings.log?.sequencing === "post_commit" ? Sequencer.layer() : Layer.empty,
     WebhookFanOut.layer({
       batchSize: settings.consumer.batchSize,
       pollInterval: settings.consumer.pollInterval,
@@ -89,7 +91,7 @@ export const layer = (
     Layer.provide(
       Layer.mergeAll(
         NotificationStream.layer(),
-        EventLog.layer,
+        EventLog.layerFor(settings.log?.sequencing ?? "counter"),
         Jobs.layer,
         PermissionGrants.layer,
         WebhookConfig.layerWith(webhooks),

@@ -1,17 +1,27 @@
 /**
  * The event log: append inside the producer's transaction, read in seq order, read the head.
  *
- * Invariant: gapless and commit-ordered. Appending locks the one `event_seq` row, so commits that
- * append are serialized and a reader that sees seq n sees every seq below it; a rollback gives the
- * numbers back. The price is that the row lock is held from the counter update to the end of
- * COMMIT, so that window holds exactly one statement: the counter update, the insert and the
- * NOTIFY run together, and nothing but COMMIT follows. `appendAfter` makes that order structural.
+ * Invariant: gapless and commit-ordered. A reader that sees seq n sees every seq below it, and a
+ * rollback leaves no hole. `event_log` holds numbered events only, in both sequencing modes
+ * (`log.sequencing`), so every reader is the same in both:
+ *
+ * - `counter` (`EventLog.layer`): appending locks the one `event_seq` row, so commits that append
+ *   are serialized; the numbers are the append's own, and a rollback gives them back. The price is
+ *   that the row lock is held from the counter update to the end of COMMIT, so that window holds
+ *   exactly one statement: the counter update, the insert and the NOTIFY run together, and nothing
+ *   but COMMIT follows. `appendAfter` makes that order structural.
+ * - `post_commit` (`EventLog.layerPostCommit`): an append is one INSERT into `event_log_pending`
+ *   that takes no shared lock, so producers commit in parallel; it returns the append's id, and
+ *   `Sequencer` numbers committed appends afterwards, in batches, with the same counter update
+ *   (see there). `sequenced` waits for the numbers. No NOTIFY from the producer: PostgreSQL
+ *   serializes the commits of transactions that NOTIFY (a lock held through the commit), which
+ *   would undo the point; the sequencer NOTIFYs once per batch instead.
  *
  * Appenders queue on a transaction-scoped advisory lock taken just before the counter update, so
  * the row is free whenever one gets to it: the lock manager hands the advisory lock to the next
  * waiter alone, where waiters on the row itself were all woken at every commit to race for it
  * again (at 32 producers that halved the throughput). Anything else that updates `event_seq` must
- * take the same lock first (`appendLockKey`).
+ * take the same lock first (`appendLockKey`); the sequencer does.
  *
  * `occurred_at` never decreases with `seq`: an append's time is taken under the same lock, as
  * `greatest(clock_timestamp(), event_seq.last_at)`, so a clock that steps back cannot break it. A
@@ -21,7 +31,7 @@
  *
  * The log knows no consumer: the NOTIFY on `event_log` carries no payload and is only a wake-up.
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { isNoPartition, pgFailure } from "../platform/PgError.ts"
@@ -40,13 +50,33 @@ export const timeOf = (sql: SqlClient.SqlClient, at: Statement.Fragment) => sql`
 /** The transaction-scoped advisory lock appenders queue on (see the module header). */
 export const appendLockKey = 7_270_100_001n
 
-/** Where an append landed in the log. */
-export interface Appended {
+/** How appends get their seqs (`log.sequencing`; see the module header). */
+export type Sequencing = "counter" | "post_commit"
+
+export const sequencings: ReadonlyArray<Sequencing> = ["counter", "post_commit"]
+
+/** Where an append landed in the log: its events hold `firstSeq..lastSeq`, in the batch's order. */
+export interface Sequenced {
+  readonly _tag: "Sequenced"
   readonly firstSeq: bigint
   readonly lastSeq: bigint
   readonly epoch: number
   readonly occurredAt: Date
 }
+
+/**
+ * An append in `post_commit` mode: committed (or not) with the producer's transaction, numbered
+ * later by the sequencer. `sequenced` turns it into its seqs once they are given.
+ */
+export interface Unsequenced {
+  readonly _tag: "Unsequenced"
+  /** The append's row in `event_log_pending`, later `event_log.append_id` of each of its events. */
+  readonly appendId: bigint
+  readonly events: number
+}
+
+/** What an append returns: its seqs in `counter` mode, its id in `post_commit` mode. */
+export type Appended = Sequenced | Unsequenced
 
 /** The head of the log: the highest committed seq (0 when empty) and the current epoch. */
 export interface Head {
@@ -65,19 +95,36 @@ export class EventLogPartitionMissing extends Schema.TaggedError<EventLogPartiti
 
 export type AppendError = InvalidEvent | EventLogPartitionMissing | SqlError
 
+/**
+ * `sequenced` found an append neither waiting for the sequencer nor in the log: its transaction
+ * rolled back, or has not committed yet (`sequenced` belongs after the commit).
+ */
+export class AppendNotCommitted extends Schema.TaggedError<AppendNotCommitted>()("AppendNotCommitted", {
+  appendId: Schema.BigInt,
+}) {
+  override get message() {
+    return `append ${this.appendId} is neither pending nor in event_log: its transaction rolled back or has not committed yet`
+  }
+}
+
 /** A defect: without its one `event_seq` row the log cannot number anything. */
 const noCounterRow = Effect.die("event_seq has no row: the migrations were not applied")
 
 const decodeEvents = Schema.decodeUnknownEffect(Schema.Array(Event))
 
+/** The batch as the JSON both modes' statements read with `jsonb_to_recordset`. */
+const rowsOf = Effect.fnUntraced(function* (events: ReadonlyArray<NewEvent>) {
+  const valid = yield* Effect.fromResult(validateBatch(events))
+  const parent = yield* TraceParent.current
+  const rows = JSON.stringify(
+    valid.map(([e, payload]) => ({ s: e.space, t: e.type, a: e.actor, p: payload, tp: parent })),
+  )
+  return { rows, n: valid.length }
+})
+
 const appendWith = (sql: SqlClient.SqlClient) =>
   Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
-    const valid = yield* Effect.fromResult(validateBatch(events))
-    const parent = yield* TraceParent.current
-    const rows = JSON.stringify(
-      valid.map(([e, payload]) => ({ s: e.space, t: e.type, a: e.actor, p: payload, tp: parent })),
-    )
-    const n = valid.length
+    const { rows, n } = yield* rowsOf(events)
     // One statement: counter update (takes the lock), insert, NOTIFY. Only COMMIT follows.
     const [row] = yield* sql<{ base: bigint; epoch: number; at: Date }>`
       WITH turn AS MATERIALIZED (
@@ -96,11 +143,57 @@ const appendWith = (sql: SqlClient.SqlClient) =>
     )
     if (row === undefined) return yield* noCounterRow
     return {
+      _tag: "Sequenced",
       firstSeq: row.base + 1n,
       lastSeq: row.base + BigInt(n),
       epoch: row.epoch,
       occurredAt: row.at,
-    } satisfies Appended
+    } satisfies Appended as Appended
+  })
+
+// One row, no shared lock: producers' commits do not wait for each other (nor NOTIFY: see the header).
+const appendPendingWith = (sql: SqlClient.SqlClient) =>
+  Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
+    const { rows, n } = yield* rowsOf(events)
+    const [row] = yield* sql<{ id: bigint }>`
+      INSERT INTO event_log_pending (events) VALUES (${rows}::jsonb) RETURNING id`
+    return { _tag: "Unsequenced", appendId: row!.id, events: n } satisfies Appended as Appended
+  })
+
+/** Longest pause between two looks of `sequenced`: it starts at a millisecond and doubles. */
+const sequencedPollCap = Duration.millis(100)
+
+const sequencedWith = (sql: SqlClient.SqlClient) =>
+  Effect.fn("EventLog.sequenced")(function* (appended: Appended) {
+    if (appended._tag === "Sequenced") return appended
+    const { appendId, events } = appended
+    // One statement, one snapshot: the sequencer's move is atomic, so a committed append is in
+    // exactly one of the two tables.
+    const look = sql<{
+      pending: boolean
+      first: bigint | null
+      last: bigint | null
+      n: number
+      epoch: number | null
+      at: Date | null
+    }>`
+      SELECT EXISTS (SELECT FROM event_log_pending WHERE id = ${appendId}) AS pending,
+             min(seq) AS first, max(seq) AS last, count(*)::int AS n, min(epoch) AS epoch, min(occurred_at) AS at
+      FROM event_log WHERE append_id = ${appendId}`
+    for (let pause = 1; ; pause = Math.min(pause * 2, Duration.toMillis(sequencedPollCap))) {
+      const [row] = yield* look
+      if (row !== undefined && row.n === events && row.first !== null && row.last !== null) {
+        return {
+          _tag: "Sequenced",
+          firstSeq: row.first,
+          lastSeq: row.last,
+          epoch: row.epoch!,
+          occurredAt: row.at!,
+        } satisfies Sequenced
+      }
+      if (row?.pending !== true) return yield* new AppendNotCommitted({ appendId })
+      yield* Effect.sleep(Duration.millis(pause))
+    }
   })
 
 const readWith = (sql: SqlClient.SqlClient) =>
@@ -142,6 +235,13 @@ export class EventLog extends Context.Service<
      */
     readonly append: (events: ReadonlyArray<NewEvent>) => Effect.Effect<Appended, AppendError>
     /**
+     * The seqs of an append: at once in `counter` mode; in `post_commit` mode once the sequencer
+     * has numbered it (polling, from a millisecond apart up to 100 ms). Call it after the append's
+     * transaction committed: inside it, it would wait forever. `AppendNotCommitted` when the
+     * append is nowhere (rolled back, or not committed yet).
+     */
+    readonly sequenced: (appended: Appended) => Effect.Effect<Sequenced, AppendNotCommitted | SqlError>
+    /**
      * Runs a producer's own work and the append in one transaction, the append last, then
      * commits. Use it as the outermost transaction: nested in another one it becomes a savepoint
      * and the commit lock is held until the outer transaction ends.
@@ -176,35 +276,54 @@ export class EventLog extends Context.Service<
     readonly head: Effect.Effect<Head, SqlError>
   }
 >()("bothy/EventLog") {
+  /** The `counter` mode: appends numbered in their own transaction, commits serialized. */
   static readonly layer = Layer.effect(
     EventLog,
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const append = appendWith(sql)
-      const appendAfter = <A, E, R>(work: Effect.Effect<A, E, R>, events: (value: A) => ReadonlyArray<NewEvent>) =>
-        sql.withTransaction(
-          Effect.gen(function* () {
-            const value = yield* work
-            const batch = events(value)
-            const appended = batch.length === 0 ? Option.none() : Option.some(yield* append(batch))
-            return { value, appended }
-          }),
-        )
-      const readFrom = readFromWith(sql)
-      const readWithHead = (afterSeq: bigint, limit: number) =>
-        readFrom(sql`SELECT ${afterSeq}::int8 AS last_seq`, limit).pipe(
-          Effect.flatMap(
-            Option.match({
-              onNone: () => noCounterRow,
-              onSome: ({ head, events }) => Effect.succeed({ head, events }),
-            }),
-          ),
-        )
-      const head = sql<Head>`SELECT value AS seq, epoch FROM event_seq`.pipe(
-        Effect.flatMap(([row]) => (row === undefined ? noCounterRow : Effect.succeed(row))),
-        Effect.withSpan("EventLog.head"),
-      )
-      return EventLog.of({ append, appendAfter, read: readWith(sql), readWithHead, readFrom, head })
-    }),
+    Effect.suspend(() => make("counter")),
   )
+  /** The `post_commit` mode: appends commit in parallel; a `Sequencer` must run somewhere to number them. */
+  static readonly layerPostCommit = Layer.effect(
+    EventLog,
+    Effect.suspend(() => make("post_commit")),
+  )
+  static readonly layerFor = (sequencing: Sequencing) =>
+    sequencing === "counter" ? EventLog.layer : EventLog.layerPostCommit
 }
+
+const make = (sequencing: Sequencing) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const append = sequencing === "counter" ? appendWith(sql) : appendPendingWith(sql)
+    const appendAfter = <A, E, R>(work: Effect.Effect<A, E, R>, events: (value: A) => ReadonlyArray<NewEvent>) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const value = yield* work
+          const batch = events(value)
+          const appended = batch.length === 0 ? Option.none() : Option.some(yield* append(batch))
+          return { value, appended }
+        }),
+      )
+    const readFrom = readFromWith(sql)
+    const readWithHead = (afterSeq: bigint, limit: number) =>
+      readFrom(sql`SELECT ${afterSeq}::int8 AS last_seq`, limit).pipe(
+        Effect.flatMap(
+          Option.match({
+            onNone: () => noCounterRow,
+            onSome: ({ head, events }) => Effect.succeed({ head, events }),
+          }),
+        ),
+      )
+    const head = sql<Head>`SELECT value AS seq, epoch FROM event_seq`.pipe(
+      Effect.flatMap(([row]) => (row === undefined ? noCounterRow : Effect.succeed(row))),
+      Effect.withSpan("EventLog.head"),
+    )
+    return EventLog.of({
+      append,
+      sequenced: sequencedWith(sql),
+      appendAfter,
+      read: readWith(sql),
+      readWithHead,
+      readFrom,
+      head,
+    })
+  })

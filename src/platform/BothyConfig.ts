@@ -27,7 +27,16 @@ export interface Settings {
   }
   readonly sync: { readonly eventRetention: Duration.Duration }
   readonly perf: { readonly pushHandoffP95: Duration.Duration }
+  /**
+   * How appends get their seqs (`EventLog`'s header): `counter`, numbered in the append and its
+   * commit serialized, or `post_commit`, numbered afterwards by a sequencer. Absent: `counter`.
+   */
+  readonly log?: { readonly sequencing: LogSequencing }
 }
+
+/** The values of `log.sequencing`. */
+export const logSequencings = ["counter", "post_commit"] as const
+export type LogSequencing = (typeof logSequencings)[number]
 
 export class InvalidConfig extends Schema.TaggedError<InvalidConfig>()("InvalidConfig", {
   /** The dotted keys involved, e.g. `consumer.batch_size`. */
@@ -99,6 +108,14 @@ export const parseCount =
       ? Result.succeed(n)
       : Result.fail(`expected a whole number from ${min} to ${max}`)
   }
+
+/** One of `choices`, exactly as written. */
+export const parseOneOf =
+  <const A extends string>(choices: ReadonlyArray<A>): Parse<A> =>
+  (raw) =>
+    choices.includes(raw.trim() as A)
+      ? Result.succeed(raw.trim() as A)
+      : Result.fail(`expected one of ${choices.map((c) => JSON.stringify(c)).join(", ")}`)
 
 export const parseText: Parse<string> = (raw) =>
   raw.trim().length > 0 ? Result.succeed(raw.trim()) : Result.fail("expected a non-empty value")
@@ -174,6 +191,7 @@ export const defaults = {
   "consumer.pending_alert_after": "1h",
   "sync.event_retention": "7d",
   "perf.push_handoff_p95": "50ms",
+  "log.sequencing": "counter",
 } as const
 
 /** The documented bounds of each duration setting (README's configuration table), inclusive. */
@@ -238,6 +256,12 @@ export const check = (settings: Settings): Effect.Effect<Settings, InvalidConfig
     yield* bounded("consumer.pending_alert_after", consumer.pendingAlertAfter)
     yield* bounded("sync.event_retention", sync.eventRetention)
     yield* bounded("perf.push_handoff_p95", perf.pushHandoffP95)
+    if (settings.log !== undefined && !logSequencings.includes(settings.log.sequencing)) {
+      return yield* new InvalidConfig({
+        keys: ["log.sequencing"],
+        detail: `log.sequencing = ${JSON.stringify(settings.log.sequencing)}: expected one of ${logSequencings.join(", ")}`,
+      })
+    }
     yield* cross(
       "consumer.pending_alert_after",
       consumer.pendingAlertAfter,
@@ -264,6 +288,7 @@ export const load: Effect.Effect<Settings, InvalidConfig> = Effect.gen(function*
     },
     sync: { eventRetention: yield* durationSetting("sync.event_retention") },
     perf: { pushHandoffP95: yield* durationSetting("perf.push_handoff_p95") },
+    log: { sequencing: yield* setting("log.sequencing", defaults["log.sequencing"], parseOneOf(logSequencings)) },
   }
   return yield* check(settings)
 })

@@ -20,6 +20,7 @@ import webhookSentSequence from "../../migrations/0009_webhook_sent_sequence.ts"
 import webhookSealingKey from "../../migrations/0010_webhook_sealing_key.ts"
 import jobsAttemptInteger from "../../migrations/0011_jobs_attempt_integer.ts"
 import push from "../../migrations/0012_push.ts"
+import eventLogSequencing from "../../migrations/0013_event_log_sequencing.ts"
 import retention from "../../migrations/0015_retention.ts"
 
 export const migrations = {
@@ -35,6 +36,7 @@ export const migrations = {
   "0010_webhook_sealing_key": webhookSealingKey,
   "0011_jobs_attempt_integer": jobsAttemptInteger,
   "0012_push": push,
+  "0013_event_log_sequencing": eventLogSequencing,
   "0015_retention": retention,
 } as const
 

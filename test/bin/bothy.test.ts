@@ -102,7 +102,10 @@ describe("bothy command", () => {
         const head = yield* Effect.gen(function* () {
           const log = yield* EventLog
           yield* log.append([{ space: "s", type: "item.created", actor: "a", payload: {} }])
-          return yield* log.append([{ space: "s", type: "item.created", actor: "a", payload: {} }])
+          return yield* Effect.flatMap(
+            log.append([{ space: "s", type: "item.created", actor: "a", payload: {} }]),
+            log.sequenced,
+          )
         }).pipe(Effect.provide(EventLog.layer.pipe(Layer.provideMerge(Db))))
         const out = yield* NodeProcess.run(NodeProcess.bothy, ["restore", "finalize"], { DATABASE_URL: url })
         assert.strictEqual(out.code, 0, out.stderr)

@@ -29,6 +29,14 @@ describe("BothyConfig", () => {
       assert.strictEqual(Duration.toMillis(settings.consumer.pendingAlertAfter), 3_600_000)
       assert.strictEqual(Duration.toMillis(settings.sync.eventRetention), 7 * 86_400_000)
       assert.strictEqual(Duration.toMillis(settings.perf.pushHandoffP95), 50)
+      assert.strictEqual(settings.log?.sequencing, "counter")
+    }),
+  )
+
+  it.effect("log.sequencing takes counter or post_commit", () =>
+    Effect.gen(function* () {
+      assert.strictEqual((yield* loadWith({ BOTHY_LOG_SEQUENCING: "post_commit" })).log?.sequencing, "post_commit")
+      assert.strictEqual((yield* loadWith({ BOTHY_LOG_SEQUENCING: "counter" })).log?.sequencing, "counter")
     }),
   )
 
@@ -77,6 +85,8 @@ describe("BothyConfig", () => {
         ["BOTHY_CONSUMER_COOLDOWN", "brief", "consumer.cooldown"],
         ["BOTHY_SYNC_EVENT_RETENTION", "-1d", "sync.event_retention"],
         ["BOTHY_PERF_PUSH_HANDOFF_P95", "fast", "perf.push_handoff_p95"],
+        ["BOTHY_LOG_SEQUENCING", "postcommit", "log.sequencing"],
+        ["BOTHY_LOG_SEQUENCING", "Counter", "log.sequencing"],
       ]
       for (const [name, value, key] of cases) {
         const error = yield* loadWith({ [name]: value }).pipe(Effect.flip)
@@ -100,6 +110,7 @@ describe("BothyConfig", () => {
           "BOTHY_CONSUMER_PENDING_ALERT_AFTER",
           "BOTHY_SYNC_EVENT_RETENTION",
           "BOTHY_PERF_PUSH_HANDOFF_P95",
+          "BOTHY_LOG_SEQUENCING",
         ]
         for (const name of names) {
           for (const value of ["", " ", "\t"]) {

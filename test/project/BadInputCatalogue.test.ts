@@ -319,6 +319,7 @@ const configCases: ReadonlyArray<Case> = [
   settingCase({ BOTHY_SYNC_EVENT_RETENTION: "3651d" }, "sync.event_retention"),
   settingCase({ BOTHY_PERF_PUSH_HANDOFF_P95: "0ms" }, "perf.push_handoff_p95"),
   settingCase({ BOTHY_PERF_PUSH_HANDOFF_P95: "2m" }, "perf.push_handoff_p95"),
+  settingCase({ BOTHY_LOG_SEQUENCING: "sequence" }, "log.sequencing"),
   {
     name: "DATABASE_URL set but empty",
     attempt: Database.external.pipe(env({ DATABASE_URL: "" })),
@@ -410,7 +411,8 @@ layer(Live, { excludeTestServices: true })("BadInputCatalogue", (it) => {
     Effect.gen(function* () {
       const before = yield* rows
       const appended = yield* withPayload(nested(maxPayloadDepth))
-      const [stored] = yield* Effect.flatMap(EventLog, (log) => log.read(appended.firstSeq - 1n, 1))
+      const { firstSeq } = yield* Effect.flatMap(EventLog, (log) => log.sequenced(appended))
+      const [stored] = yield* Effect.flatMap(EventLog, (log) => log.read(firstSeq - 1n, 1))
       assert.deepStrictEqual(stored!.payload, nested(maxPayloadDepth))
       const scope = many(maxScope, (i) => `limit-space-${i}`)
       const eventTypes = many(maxEventTypes, (i) => `limit.type-${i}`)

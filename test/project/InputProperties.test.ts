@@ -160,7 +160,8 @@ layer(Live, { excludeTestServices: true })("InputProperties", (it) => {
                   log.append([{ space: a, type: "prop.round-trip", actor: b, payload }]),
                 ),
               )
-              const [stored] = await run(Effect.flatMap(EventLog, (log) => log.read(appended.firstSeq - 1n, 1)))
+              const { firstSeq } = await run(Effect.flatMap(EventLog, (log) => log.sequenced(appended)))
+              const [stored] = await run(Effect.flatMap(EventLog, (log) => log.read(firstSeq - 1n, 1)))
               assert.deepStrictEqual([stored!.space, stored!.actor, stored!.payload], [a, b, payload])
 
               // A job: kind, unique key and args.

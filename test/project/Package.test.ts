@@ -102,7 +102,8 @@ const program = Effect.gen(function* () {
   const appended = yield* log.append([
     { space: "scratch", type: "package.installed", actor: "scratch-app", payload: { from: "tarball" } },
   ])
-  const seq: bigint = appended.firstSeq
+  // In the counter mode (EventLog.layer) the seqs come with the append; sequenced returns them.
+  const { firstSeq: seq } = yield* log.sequenced(appended)
   return {
     applied: applied.map(([id, name]) => \`\${String(id).padStart(4, "0")}_\${name}\`),
     seq: String(seq),

@@ -135,7 +135,9 @@ export const subscribe = (
 
 /** Appends one event (`item.created` unless told) in `space` carrying `payload`, in a transaction of its own. */
 export const append = (space: string, payload: Schema.Json = {}, type = "item.created") =>
-  Effect.flatMap(EventLog, (log) => log.append([{ space, type, actor: "tester", payload }]))
+  Effect.flatMap(EventLog, (log) =>
+    Effect.flatMap(log.append([{ space, type, actor: "tester", payload }]), log.sequenced),
+  )
 
 /**
  * The drain job a round created for `subscriptionId`, as the job runtime hands it to the kind, for

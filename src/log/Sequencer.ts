@@ -1,0 +1,194 @@
+/**
+ * The sequencer of the `post_commit` mode: a service any worker runs, of which one at a time (the
+ * holder of `SequencerLease`) numbers committed appends, a batch at a time (`SequencerBatch`), and
+ * NOTIFYs `event_log` after each. What it keeps true is the log's invariant: a seq, once given, is
+ * never followed by a lower one becoming visible, and no committed append is skipped or numbered
+ * twice, whichever process dies when.
+ *
+ *              acquired                          batch full
+ *   Standby ─────────────────> Leading ─────────────────────> Leading (at once)
+ *    │  ^                        │  │ batch short ─── sleep pollInterval ──> Leading
+ *    │  └── lease refused ───────┘  │ renew due (a third of the lease) ──> renew, then batch
+ *    └─ not acquired: sleep standbyInterval ──> Standby
+ *
+ * A step that fails (the database away, a missing partition) is logged and retried after
+ * `standbyInterval` in the same state; a holder that cannot renew loses the lease when it expires,
+ * and its batches are refused from then on (the batch checks the lease itself). On shutdown the
+ * holder gives the lease up, so a standby takes over at its next try instead of after the lease.
+ *
+ * Appends are not woken up for: a NOTIFY from each producer would serialize their commits again
+ * (see `EventLog`), so the holder polls, every `pollInterval` while idle and at once after a full
+ * batch. That poll is the extra hop of latency the mode costs.
+ *
+ * Time between steps comes from `Clock` (TestClock drives it in tests); the lease's own times are
+ * the database's.
+ */
+import { randomUUID } from "node:crypto"
+import { hostname } from "node:os"
+import { Cause, Clock, Duration, Effect, Layer, Metric, Schedule } from "effect"
+import { SqlClient } from "effect/sql"
+import * as EventLogMetrics from "./EventLogMetrics.ts"
+import * as SequencerBatch from "./SequencerBatch.ts"
+import * as SequencerLease from "./SequencerLease.ts"
+
+export interface SequencerOptions {
+  /** This process's name in `event_sequencer.holder`. Default: host, pid and a random suffix. */
+  readonly holder?: string
+  /** Appends per batch. Default 1000. */
+  readonly batchSize?: number
+  /** Pause of the holder between batches that found less than a full batch. Default 5 ms. */
+  readonly pollInterval?: Duration.Input
+  /** How long a lease lasts unrenewed: a dead holder is replaced within it. Default 5 seconds. */
+  readonly lease?: Duration.Input
+  /** How often a standby tries to take the lease, and a failed step is retried. Default 1 second. */
+  readonly standbyInterval?: Duration.Input
+  /** How often the gauges are sampled. Default 10 seconds. */
+  readonly sampleInterval?: Duration.Input
+  /** Observes every step's result, e.g. for tests that wait on a batch. */
+  readonly onStep?: (step: Step) => Effect.Effect<void>
+  /**
+   * Runs inside each batch's transaction after the move and before COMMIT (the batch is then a
+   * transaction of its own rather than one autocommitted statement): for tests that kill a holder
+   * mid-batch.
+   */
+  readonly inBatch?: (batch: SequencerBatch.BatchResult) => Effect.Effect<void>
+}
+
+export type Step =
+  | { readonly _tag: "Acquired"; readonly holder: string }
+  | { readonly _tag: "NotAcquired" }
+  | { readonly _tag: "Renewed" }
+  | { readonly _tag: "Lost" }
+  | {
+      readonly _tag: "Batch"
+      readonly appends: number
+      readonly events: number
+      readonly firstSeq: bigint | null
+      readonly lastSeq: bigint | null
+    }
+  | { readonly _tag: "Failed" }
+
+type State = { readonly _tag: "Standby" } | { readonly _tag: "Leading"; readonly renewAt: number }
+
+const millisOf = (d: Duration.Input | undefined, fallback: Duration.Duration) =>
+  Duration.toMillis(d === undefined ? fallback : Duration.fromInputUnsafe(d))
+
+/** Reads the sequencing gauges from the database. */
+export const sampleGauges = Effect.fn("Sequencer.sampleGauges")(function* () {
+  const sql = yield* SqlClient.SqlClient
+  // The open appenders are the transactions holding event_log_pending's insert lock with an xid;
+  // their start time needs the same role or pg_read_all_stats (else they count as none).
+  const [row] = yield* sql<{ pending: number; pendingAge: number; openAge: number }>`
+    SELECT (SELECT count(*) FROM (SELECT FROM event_log_pending LIMIT 100000) AS p)::int AS pending,
+           coalesce(extract(epoch FROM clock_timestamp() - (SELECT min(appended_at) FROM event_log_pending)), 0)::float8
+             AS "pendingAge",
+           coalesce((
+             SELECT extract(epoch FROM clock_timestamp() - min(a.xact_start))
+             FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
+             WHERE l.locktype = 'relation' AND l.relation = 'event_log_pending'::regclass
+               AND l.mode = 'RowExclusiveLock' AND l.granted AND a.backend_xid IS NOT NULL
+               AND a.pid <> pg_backend_pid()
+           ), 0)::float8 AS "openAge"`
+  if (row === undefined) return
+  yield* Metric.update(EventLogMetrics.unsequenced, row.pending)
+  yield* Metric.update(EventLogMetrics.unsequencedAge, Math.max(0, row.pendingAge))
+  yield* Metric.update(EventLogMetrics.openAppendAge, Math.max(0, row.openAge))
+})
+
+/** Builds the sequencer's loop; `layer` runs it for the layer's lifetime. */
+export const make = Effect.fnUntraced(function* (options: SequencerOptions = {}) {
+  const sql = yield* SqlClient.SqlClient
+  const holder = options.holder ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`
+  const batchSize = options.batchSize ?? 1000
+  const leaseMillis = millisOf(options.lease, Duration.seconds(5))
+  const pollMillis = millisOf(options.pollInterval, Duration.millis(5))
+  const standbyMillis = millisOf(options.standbyInterval, Duration.seconds(1))
+  const onStep = options.onStep ?? (() => Effect.void)
+  const provide = Effect.provideService(SqlClient.SqlClient, sql)
+  const batch =
+    options.inBatch === undefined
+      ? SequencerBatch.run(holder, batchSize)
+      : sql.withTransaction(Effect.tap(SequencerBatch.run(holder, batchSize), options.inBatch))
+  const leading = Effect.map(
+    Clock.currentTimeMillis,
+    (now): State => ({ _tag: "Leading", renewAt: now + leaseMillis / 3 }),
+  )
+  const setLeading = (on: boolean) => Metric.update(EventLogMetrics.sequencerLeading, on ? 1 : 0)
+
+  const standby = Effect.gen(function* () {
+    if (yield* provide(SequencerLease.acquire(holder, leaseMillis))) {
+      yield* setLeading(true)
+      yield* onStep({ _tag: "Acquired", holder })
+      return yield* leading
+    }
+    yield* onStep({ _tag: "NotAcquired" })
+    yield* Effect.sleep(Duration.millis(standbyMillis))
+    return { _tag: "Standby" } as State
+  })
+
+  const lost = Effect.gen(function* () {
+    yield* setLeading(false)
+    yield* onStep({ _tag: "Lost" })
+    return { _tag: "Standby" } as State
+  })
+
+  const lead = (state: Extract<State, { _tag: "Leading" }>) =>
+    Effect.gen(function* () {
+      let next: State = state
+      if ((yield* Clock.currentTimeMillis) >= state.renewAt) {
+        if (!(yield* provide(SequencerLease.acquire(holder, leaseMillis)))) return yield* lost
+        yield* onStep({ _tag: "Renewed" })
+        next = yield* leading
+      }
+      const result = yield* provide(batch)
+      if (!result.leased) return yield* lost
+      if (result.events > 0) {
+        yield* Metric.update(EventLogMetrics.sequencedEvents, result.events)
+        yield* Metric.update(EventLogMetrics.sequencerBatches, 1)
+      }
+      yield* onStep({ _tag: "Batch", ...result })
+      if (result.appends < batchSize) yield* Effect.sleep(Duration.millis(pollMillis))
+      return next
+    })
+
+  const step = (state: State): Effect.Effect<State> =>
+    (state._tag === "Standby" ? standby : lead(state)).pipe(
+      Effect.catchCause((cause) =>
+        Cause.hasInterruptsOnly(cause)
+          ? Effect.interrupt
+          : Effect.logError("sequencer: step failed; retrying", cause).pipe(
+              Effect.andThen(onStep({ _tag: "Failed" })),
+              Effect.andThen(Effect.sleep(Duration.millis(standbyMillis))),
+              Effect.as(state),
+            ),
+      ),
+    )
+
+  const loop = Effect.gen(function* () {
+    let state: State = { _tag: "Standby" }
+    for (;;) state = yield* step(state)
+  })
+  const release = provide(SequencerLease.release(holder)).pipe(
+    Effect.andThen(setLeading(false)),
+    Effect.catchCause((cause) => Effect.logWarning("sequencer: could not give the lease up; it expires", cause)),
+  )
+  return { holder, loop, release }
+})
+
+/**
+ * Runs a sequencer for the layer's lifetime: the `post_commit` mode needs at least one somewhere
+ * (any number may run; one leads). Without one, appends commit and wait, unnumbered and unread.
+ */
+export const layer = (options: SequencerOptions = {}) =>
+  Layer.effectDiscard(
+    Effect.gen(function* () {
+      const sequencer = yield* make(options)
+      yield* Effect.addFinalizer(() => sequencer.release)
+      yield* sequencer.loop.pipe(Effect.forkScoped)
+      yield* sampleGauges().pipe(
+        Effect.catchCause((cause) => Effect.logWarning("sequencer: gauge sampling failed", cause)),
+        Effect.repeat(Schedule.spaced(options.sampleInterval ?? Duration.seconds(10))),
+        Effect.forkScoped,
+      )
+    }).pipe(Effect.annotateLogs({ service: "sequencer" })),
+  )
