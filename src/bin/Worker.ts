@@ -55,7 +55,12 @@ export const deliveries = (push: Option.Option<PushSettings>) =>
     }),
   )
 
-/** The `push` consumer and the sweep of stale registrations, when push is on. */
+/**
+ * The `push` consumer and the sweep of stale registrations, when push is on. No cooldown: it
+ * would hold every round back by up to `consumer.cooldown`, and the push handoff's target (commit to
+ * job claimable, p95 `perf.push_handoff_p95`) is about that same size; push rounds are one cheap
+ * statement, with no drainer to feed in batches.
+ */
 const pushConsumer = (settings: Settings, push: Option.Option<PushSettings>) =>
   Option.match(push, {
     onNone: () => Layer.empty,
@@ -64,7 +69,6 @@ const pushConsumer = (settings: Settings, push: Option.Option<PushSettings>) =>
         PushFanOut.layer({
           batchSize: settings.consumer.batchSize,
           pollInterval: settings.consumer.pollInterval,
-          cooldown: settings.consumer.cooldown,
         }),
         PushRegistrations.sweep,
       ).pipe(Layer.provide(Layer.merge(PushConfig.layerWith(push), PushAudience.layer))),
