@@ -6,7 +6,8 @@
  *   1. Appends during a detach: a steady BENCH_RETENTION_RATE (500) events/s, one per transaction,
  *      through `EventLog.append` for BENCH_RETENTION_SECONDS (20 s) twice: first with nothing else
  *      running (the same-run baseline), then while `Retention.run` detaches and drops every day
- *      older than 19 days, the big one among them. Append latency p50/p95/p99 of both windows.
+ *      older than 19 days, the big one among them (after a 5 s warm-up window). Append latency
+ *      p50/p95/p99 of both windows, and of the appends sent while the detach and drop ran.
  *   2. The consumer's read (`EventLog.readFrom` after a cursor 1,000 events behind the head, 500
  *      events, as the transactional round reads) with 30 days of partitions holding rows, and again
  *      after retention has left two: median of BENCH_RETENTION_READS (300) reads each.
@@ -100,13 +101,23 @@ const appendWindow = <A, E>(rate: number, seconds: number, alongside: Effect.Eff
       ),
     )
     const [took, result] = yield* Effect.orDie(Fiber.join(side))
-    return { appendMs: distribution([...ms]), alongsideMs: round3(Duration.toMillis(took)), alongside: result }
+    const alongsideMs = Duration.toMillis(took)
+    // The appends sent while `alongside` ran: the window starts with it, one append every 1/rate s.
+    const whileAlongside = [...ms].slice(0, Math.max(1, Math.ceil((alongsideMs * rate) / 1000)))
+    return {
+      appendMs: distribution([...ms]),
+      whileAlongsideMs: distribution(whileAlongside),
+      alongsideMs: round3(alongsideMs),
+      alongside: result,
+    }
   })
 
 const run = Effect.gen(function* () {
   const config = yield* settings
   const events = yield* fill(config.bigDay, config.dayRows)
   const reads30 = yield* consumerReads(config.reads)
+  // A first window warms the producer's path up (JIT, connections); its figures are not used.
+  yield* appendWindow(config.rate, 5, Effect.void)
   const baseline = yield* appendWindow(config.rate, config.seconds, Effect.void)
   const during = yield* appendWindow(
     config.rate,
@@ -115,7 +126,8 @@ const run = Effect.gen(function* () {
   )
   yield* Retention.run({ retention: Duration.days(1) })
   const reads1 = yield* consumerReads(config.reads)
-  const p99Ratio = round3(during.appendMs.p99 / baseline.appendMs.p99)
+  // The appends sent while the detach and drop ran, against the whole window without one.
+  const p99Ratio = round3(during.whileAlongsideMs.p99 / baseline.appendMs.p99)
   const readRatio = round3(reads30.ms.p50 / reads1.ms.p50)
   const targets: ReadonlyArray<Target> = [
     { name: "append p99 during detach / without (x)", value: p99Ratio, target: 2, met: p99Ratio <= 2 },
@@ -135,9 +147,10 @@ const run = Effect.gen(function* () {
       rows: [
         row("append, no detach", baseline.appendMs),
         row(
-          `append, detach + drop of ${(during.alongside as Retention.RetentionRun).dropped.length} days`,
+          `append, window with a detach + drop of ${(during.alongside as Retention.RetentionRun).dropped.length} days`,
           during.appendMs,
         ),
+        row(`append, sent while the detach + drop ran (${during.alongsideMs} ms)`, during.whileAlongsideMs),
         row(`consumer read, ${reads30.partitions} partitions`, reads30.ms),
         row(`consumer read, ${reads1.partitions} partitions`, reads1.ms),
       ],
