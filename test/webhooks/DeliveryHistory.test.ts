@@ -79,13 +79,11 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("Delivery history", (
         assert.strictEqual(statements, 3, "1,000 + 1,000 + 500")
         assert.deepStrictEqual(yield* counts, { finishedOld: 0, finishedNew: 20, pending: 7, attempts: 54 })
 
-        // An hour later the next run; the recent ones age past the window only by the clock.
+        // An hour later by the Clock, the next run; the recent ones go once they are past the age.
         yield* TestClock.adjust("1 hour")
         assert.strictEqual(yield* Queue.take(runs), 0)
-        // Six days on, the run that was due (at 2 h) finds nothing; the next, a week after the 2-day-old
-        // ones finished, takes them.
-        yield* TestClock.adjust("6 days")
-        assert.strictEqual(yield* Queue.take(runs), 0)
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`UPDATE webhook_deliveries SET finished_at = finished_at - interval '6 days' WHERE state <> 'pending'`
         yield* TestClock.adjust("1 hour")
         assert.strictEqual(yield* Queue.take(runs), 20)
 
@@ -93,7 +91,6 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("Delivery history", (
         yield* history(other.id, 2100, "delivered", 1, 40_000)
         const removal = yield* counting(/DELETE FROM webhook_deliveries/, (yield* Webhooks).remove(other.id))
         assert.strictEqual(removal.statements, 3)
-        const sql = yield* SqlClient.SqlClient
         const [left] = yield* sql<{ n: number }>`
           SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${other.id}::uuid`
         assert.strictEqual(left!.n, 0)
