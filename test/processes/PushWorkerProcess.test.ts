@@ -7,25 +7,16 @@ import { randomBytes } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { inject } from "vitest"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
-import { withDatabase } from "../support/DatabaseUrl.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as PushService from "../support/PushService.ts"
-import { adminSql } from "../support/TestDatabase.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestPush from "../support/TestPush.ts"
 import { member } from "../support/TestPushWorker.ts"
 
-/** A database cloned from the migrated template, dropped with the scope. */
-const freshDatabase = Effect.gen(function* () {
-  const name = `t_push_${process.pid}_${randomBytes(4).toString("hex")}`
-  yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
-    adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-  )
-  return withDatabase(inject("pgAdminUrl"), name)
-})
+const freshDatabase = Effect.map(TestDatabase.cloneForProcesses("push"), (db) => db.url)
 
 /** `KEY=value` lines of `bothy push keys`, as a record. */
 const environmentLines = (text: string) =>

@@ -7,14 +7,12 @@ import { randomBytes } from "node:crypto"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Queue, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { inject } from "vitest"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
-import { withDatabase } from "../support/DatabaseUrl.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
-import { adminSql } from "../support/TestDatabase.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -25,10 +23,7 @@ describe("bothy worker graceful shutdown", () => {
     "WorkerGracefulShutdownLosesNothing: SIGTERM while deliveries are going out stops the worker with exit 0 and no job left running; started again, it delivers the rest: every event arrives, in seq order, under one webhook-id (a request cut off is sent again as the same message), sequence 1..N without a gap",
     () =>
       Effect.gen(function* () {
-        const name = `t_graceful_${process.pid}_${randomBytes(4).toString("hex")}`
-        yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
-          adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-        )
+        const { name, url } = yield* TestDatabase.cloneForProcesses("graceful")
         const rawKey = randomBytes(32).toString("base64")
         const secretKey = yield* SecretBox.parseKey(Redacted.make(rawKey))
         // A slow receiver (100 ms a request), so the stop comes while requests are out and the drain
@@ -46,7 +41,7 @@ describe("bothy worker graceful shutdown", () => {
             yield* log.append([{ space: "g", type: "item.created", actor: "a", payload: { i } }])
         }).pipe(Effect.provide(host))
         const env = {
-          DATABASE_URL: withDatabase(inject("pgAdminUrl"), name),
+          DATABASE_URL: url,
           BOTHY_WEBHOOK_SECRET_KEY: rawKey,
           BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK: "true",
         }

@@ -9,11 +9,9 @@ import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { inject } from "vitest"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
-import { withDatabase } from "../support/DatabaseUrl.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
-import { adminSql } from "../support/TestDatabase.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
 
 const tempHome = Effect.acquireRelease(
   Effect.sync(() => {
@@ -24,14 +22,7 @@ const tempHome = Effect.acquireRelease(
   (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
 )
 
-/** A database cloned from the migrated template, dropped with the scope. */
-const freshDatabase = Effect.gen(function* () {
-  const name = `t_refusal_${process.pid}_${randomBytes(4).toString("hex")}`
-  yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
-    adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-  )
-  return withDatabase(inject("pgAdminUrl"), name)
-})
+const freshDatabase = Effect.map(TestDatabase.cloneForProcesses("refusal"), (db) => db.url)
 
 const stderrLines = (out: NodeProcess.Finished) => out.stderr.split("\n").filter((l) => l.trim().length > 0)
 

@@ -56,3 +56,16 @@ export const layerEmpty = (options: Partial<PgClient.PgPoolConfig> = {}) => fres
 export const otherClient = Effect.flatMap(TestDatabase, ({ url }) =>
   Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
 ).pipe(Effect.map(Context.get(PgClient.PgClient)))
+
+/**
+ * A database cloned from the migrated template, dropped with the scope, for tests whose child
+ * processes connect by URL: its name and that URL.
+ */
+export const cloneForProcesses = (prefix: string) =>
+  Effect.gen(function* () {
+    const name = `t_${prefix}_${process.pid}_${randomUUID().slice(0, 8)}`
+    yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
+      adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
+    )
+    return { name, url: withDatabase(inject("pgAdminUrl"), name) }
+  })
