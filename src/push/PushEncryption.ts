@@ -85,17 +85,20 @@ export const make = (
         )
         let next = 0
         const build = (input: PushRequest.PushRequestInput) =>
-          Effect.flatMap(
-            Effect.callback<Answer>((resume) => {
-              // The least busy thread, so one slow message does not queue others behind it.
-              const slot = slots.reduce((a, b) => (b.waiting.size < a.waiting.size ? b : a))
-              const worker = slot.worker ?? start(slot, thread)
-              const id = next++
-              slot.waiting.set(id, (answer) => resume(Effect.succeed(answer)))
-              worker.postMessage({ id, input })
-              return Effect.sync(() => slot.waiting.delete(id))
-            }),
-            answered,
+          Effect.withSpan(
+            Effect.flatMap(
+              Effect.callback<Answer>((resume) => {
+                // The least busy thread, so one slow message does not queue others behind it.
+                const slot = slots.reduce((a, b) => (b.waiting.size < a.waiting.size ? b : a))
+                const worker = slot.worker ?? start(slot, thread)
+                const id = next++
+                slot.waiting.set(id, (answer) => resume(Effect.succeed(answer)))
+                worker.postMessage({ id, input })
+                return Effect.sync(() => slot.waiting.delete(id))
+              }),
+              answered,
+            ),
+            "PushEncryption.build",
           )
         return { build }
       })
