@@ -93,7 +93,6 @@ describe("bothy start", () => {
         )
         yield* second.worker.waitFor(/demo: events appended \d+ \| deliveries done [1-9]/)
         const again = yield* interrupt(second)
-        console.log("SECOND", again.stdout.split("\n").filter((l) => !l.includes('"demo: events')).join("\n"))
         assert.strictEqual(summaryNumber(again.stdout, "failures"), 0, again.stdout.slice(-800))
       }).pipe(Effect.scoped),
     240_000,
