@@ -8,10 +8,11 @@
  *
  * The keys live in this process only: a later start registers new browsers (`DemoSetup`).
  */
-import { createDecipheriv, createECDH, createPublicKey, type ECDH, hkdfSync, randomBytes, verify } from "node:crypto"
+import { createDecipheriv, createECDH, type ECDH, hkdfSync, randomBytes, verify } from "node:crypto"
 import { createServer, type IncomingMessage } from "node:http"
 import type { AddressInfo } from "node:net"
 import { Effect } from "effect"
+import { verifyingKey } from "../push/PushVapid.ts"
 import type { DemoCounts } from "./DemoCounts.ts"
 
 /** What `PushSubscription.toJSON()` gives a web app, which registers it with bothy. */
@@ -33,20 +34,6 @@ interface Browser {
 
 const prefix = "/push/"
 
-/** The P-256 public key `k` (base64url, 65 bytes uncompressed) as a key object. */
-const publicKeyOf = (k: string) => {
-  const bytes = Buffer.from(k, "base64url")
-  return createPublicKey({
-    key: {
-      kty: "EC",
-      crv: "P-256",
-      x: bytes.subarray(1, 33).toString("base64url"),
-      y: bytes.subarray(33).toString("base64url"),
-    },
-    format: "jwk",
-  })
-}
-
 /** Whether `authorization` is `vapid t=<JWT>, k=<vapidKey>` with the JWT ES256-signed by that key. */
 const vapidValid = (authorization: string | undefined, vapidKey: string) => {
   const params = new Map(
@@ -57,10 +44,12 @@ const vapidValid = (authorization: string | undefined, vapidKey: string) => {
   )
   const [head, body, signature] = (params.get("t") ?? "").split(".")
   if (params.get("k") !== vapidKey || head === undefined || body === undefined || signature === undefined) return false
+  const key = verifyingKey(vapidKey)
+  if (key === undefined) return false
   return verify(
     "sha256",
     Buffer.from(`${head}.${body}`),
-    { key: publicKeyOf(vapidKey), dsaEncoding: "ieee-p1363" },
+    { key, dsaEncoding: "ieee-p1363" },
     Buffer.from(signature, "base64url"),
   )
 }
