@@ -3,7 +3,8 @@
  * server mounts, loaded in a real headless Chromium, read by its visible text. The database holds
  * what the page must show: a subscription whose receiver answers, one whose receiver fails (with
  * markup in its answer, which must arrive as text), a disabled one, and a `webhooks` consumer two
- * events behind. The screenshot lands in test/artifacts/status-page.png (git-ignored).
+ * events behind. The screenshot lands in test/artifacts/status-page.png (git-ignored). On a database
+ * with no bothy schema the page answers 503 with the reason.
  */
 import { mkdirSync } from "node:fs"
 import { createServer } from "node:http"
@@ -17,6 +18,7 @@ import * as StatusPage from "../../src/admin/StatusPage.ts"
 import * as Webhooks from "../../src/webhooks/Webhooks.ts"
 import * as Chromium from "../support/Chromium.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 const artifacts = fileURLToPath(new URL("../artifacts/", import.meta.url))
@@ -142,3 +144,19 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the status page", (i
     120_000,
   )
 })
+
+layer(TestDatabase.layerEmpty(), { excludeTestServices: true })(
+  "the status page on a database bothy never migrated",
+  (it) => {
+    it.effect("StatusPageUnavailableSaysWhy: it answers 503 with the reason, and keeps reloading", () =>
+      Effect.gen(function* () {
+        const url = yield* serve({ refreshSeconds: 7 })
+        const response = yield* Effect.promise(() => fetch(url))
+        const body = yield* Effect.promise(() => response.text())
+        assert.strictEqual(response.status, 503)
+        assert.include(body, "The database cannot be read: the database has no event_consumer_cursors table")
+        assert.include(body, `<meta http-equiv="refresh" content="7">`)
+      }).pipe(Effect.scoped),
+    )
+  },
+)
