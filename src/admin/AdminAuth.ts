@@ -68,7 +68,10 @@ export class AdminAuth extends Context.Service<AdminAuth, AdminAuthShape>()("bot
   static readonly layerConfig = Layer.effect(
     AdminAuth,
     Effect.map(
-      BothyConfig.variable(BothyConfig.envName("admin.token"), { key: "admin.token", unset: "for an open API on loopback" }),
+      BothyConfig.variable(BothyConfig.envName("admin.token"), {
+        key: "admin.token",
+        unset: "for an open API on loopback",
+      }),
       AdminAuth.token,
     ),
   )

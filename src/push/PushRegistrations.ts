@@ -78,7 +78,8 @@ export class RegistrationNotFound extends Schema.TaggedError<RegistrationNotFoun
   }
 }
 
-const idOf = (id: string) => (/^[1-9]\d{0,18}$/.test(id) ? Effect.succeed(id) : Effect.fail(new RegistrationNotFound({ id })))
+const idOf = (id: string) =>
+  /^[1-9]\d{0,18}$/.test(id) ? Effect.succeed(id) : Effect.fail(new RegistrationNotFound({ id }))
 
 /** One registration by its id. */
 export const get = Effect.fn("PushRegistrations.get")(function* (id: string) {

@@ -43,24 +43,23 @@ export const recoverKind = "webhook.recover"
 /** The recovery job's arguments: the subscription, and the creation time from which its failed deliveries go again. */
 export const RecoverArgs = Schema.Struct({ subscription: Uuid, since: Schema.String })
 
+const reasons = {
+  SubscriptionDisabled: "cannot be sent again: the subscription is disabled (enable it first)",
+  AlreadyPending: "is pending already: its drainer sends it",
+  EventLeftLog: "cannot be sent again: its event left the log (retention)",
+  ConsumerBehind:
+    "cannot be sent again yet: the webhooks consumer has not read up to the subscription's start; try again shortly",
+} as const
+
 export class ResendRefused extends Schema.TaggedError<ResendRefused>()("ResendRefused", {
   subscription: Schema.String,
   /** A delivery id, when one was asked for. */
   delivery: Schema.optional(Schema.String),
-  reason: Schema.Literals(["SubscriptionDisabled", "AlreadyPending", "EventLeftLog", "ConsumerBehind"]),
+  reason: Schema.Literals(Object.keys(reasons) as Array<keyof typeof reasons>),
 }) {
   override get message() {
     const what = this.delivery === undefined ? `subscription ${this.subscription}` : `delivery ${this.delivery}`
-    switch (this.reason) {
-      case "SubscriptionDisabled":
-        return `${what} cannot be sent again: the subscription is disabled (enable it first)`
-      case "AlreadyPending":
-        return `${what} is pending already: its drainer sends it`
-      case "EventLeftLog":
-        return `${what} cannot be sent again: its event left the log (retention)`
-      case "ConsumerBehind":
-        return `${what} cannot be sent again yet: the webhooks consumer has not read up to the subscription's start; try again shortly`
-    }
+    return `${what} ${reasons[this.reason]}`
   }
 }
 
@@ -151,7 +150,9 @@ const failed = (sql: SqlClient.SqlClient, since: Date) => sql`
 /** Whether the subscription can be recovered now: it exists (`false` if not) and is active. */
 export const checkRecoverable = Effect.fn("DeliveryResend.checkRecoverable")(function* (subscriptionId: string) {
   const sql = yield* SqlClient.SqlClient
-  const [row] = yield* sql<{ state: string }>`SELECT state FROM webhook_subscriptions WHERE id = ${subscriptionId}::uuid`
+  const [row] = yield* sql<{
+    state: string
+  }>`SELECT state FROM webhook_subscriptions WHERE id = ${subscriptionId}::uuid`
   if (row === undefined) return false
   if (row.state !== "active") {
     return yield* new ResendRefused({ subscription: subscriptionId, reason: "SubscriptionDisabled" })
@@ -175,7 +176,12 @@ export const recover = Effect.fn("DeliveryResend.recover")(function* (subscripti
         if (subscription.state !== "active") {
           return yield* new ResendRefused({ subscription: subscriptionId, reason: "SubscriptionDisabled" })
         }
-        return yield* revive(sql, subscriptionId, subscription, pick(sql, subscriptionId, failed(sql, since), batchSize))
+        return yield* revive(
+          sql,
+          subscriptionId,
+          subscription,
+          pick(sql, subscriptionId, failed(sql, since), batchSize),
+        )
       }),
     )
     if (n === undefined) return undefined
@@ -229,7 +235,9 @@ export const make = Effect.gen(function* () {
         Effect.flatMap((n) =>
           n === undefined
             ? Effect.fail(new JobKind.JobCancel({ reason: `subscription ${subscription} no longer exists` }))
-            : Effect.logInfo(`webhooks: subscription ${subscription}: ${n} failed deliveries since ${since} sent again`),
+            : Effect.logInfo(
+                `webhooks: subscription ${subscription}: ${n} failed deliveries since ${since} sent again`,
+              ),
         ),
       ),
   })
