@@ -63,7 +63,7 @@ const subscriptionFields = {
   url: Schema.String,
   eventTypes: Schema.optional(Schema.Array(Schema.String)),
   scope: Schema.Array(Schema.String),
-  rateLimit: Schema.optional(Schema.NullOr(Schema.Number)),
+  rateLimit: Schema.optional(Schema.NullOr(Schema.Finite)),
   headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
 }
 

@@ -67,15 +67,15 @@ export class AdminAuth extends Context.Service<AdminAuth, AdminAuthShape>()("bot
   /** `token` from `BOTHY_ADMIN_TOKEN` (`admin.token`). */
   static readonly layerConfig = Layer.effect(
     AdminAuth,
-    Effect.map(
-      BothyConfig.variable(BothyConfig.envName("admin.token"), {
-        key: "admin.token",
-        unset: "for an open API on loopback",
-      }),
-      AdminAuth.token,
-    ),
+    Effect.suspend(() => loadToken).pipe(Effect.map(AdminAuth.token)),
   )
 }
+
+/** `BOTHY_ADMIN_TOKEN` (`admin.token`): the operator's bearer token; unset, the API is open on loopback. */
+export const loadToken = BothyConfig.variable(BothyConfig.envName("admin.token"), {
+  key: "admin.token",
+  unset: "for an API open on loopback only",
+})
 
 /** Runs `AdminAuth` before every endpoint and provides `CurrentCaller`; documented as bearer auth. */
 export class AdminAuthorization extends HttpApiMiddleware.Service<AdminAuthorization, { provides: CurrentCaller }>()(

@@ -26,7 +26,7 @@ export const Subscription = Schema.Struct({
   lastDeliveredSeq: Int8,
   /** The last number a delivery took. */
   sequence: Int8,
-  rateLimit: Schema.NullOr(Schema.Number),
+  rateLimit: Schema.NullOr(Schema.Finite),
   headers: Schema.Record(Schema.String, Schema.String),
 }).annotate({ identifier: "Subscription" })
 
@@ -117,7 +117,7 @@ export const Registered = Schema.Struct({
 /** What a browser's `PushSubscription.toJSON()` gives. */
 export const PushSubscriptionJson = Schema.Struct({
   endpoint: Schema.String,
-  expirationTime: Schema.optional(Schema.NullOr(Schema.Number)),
+  expirationTime: Schema.optional(Schema.NullOr(Schema.Finite)),
   keys: Schema.Struct({ p256dh: Schema.String, auth: Schema.String }),
 }).annotate({ identifier: "PushSubscriptionJSON" })
 
@@ -125,9 +125,9 @@ export const Consumer = Schema.Struct({
   name: Schema.String,
   lastSeq: Int8,
   head: Int8,
-  lag: Schema.Number,
+  lag: Schema.Finite,
   /** Seconds since the oldest event it has not processed was committed; 0 when caught up. */
-  pendingAgeSeconds: Schema.Number,
+  pendingAgeSeconds: Schema.Finite,
   updatedAt: Time,
 }).annotate({ identifier: "Consumer" })
 
@@ -135,7 +135,7 @@ export const JobCount = Schema.Struct({
   state: Schema.String,
   kind: Schema.String,
   count: Schema.Int,
-  oldestSeconds: Schema.Number,
+  oldestSeconds: Schema.Finite,
 }).annotate({ identifier: "JobCount" })
 
 export const JobState = Schema.Literals(jobStates)

@@ -15,6 +15,8 @@ import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, type LogLevel, Option, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
+import * as AdminAuth from "../admin/AdminAuth.ts"
+import * as AdminServer from "../admin/AdminServer.ts"
 import * as LogFormat from "../ops/LogFormat.ts"
 import * as MetricsEndpoint from "../ops/MetricsEndpoint.ts"
 import * as Observability from "../ops/Observability.ts"
@@ -60,6 +62,7 @@ const worker = Command.make("worker", {}, () =>
     const webhooks = yield* WebhookConfig.load(key)
     const push = yield* PushConfig.load(webhooks.policy)
     const metrics = yield* MetricsEndpoint.loadAddress
+    const admin = { address: yield* AdminServer.loadAddress, token: yield* AdminAuth.loadToken }
     const tracing = yield* Tracing.load
     yield* Effect.gen(function* () {
       if (Option.isNone(push)) {
@@ -78,7 +81,7 @@ const worker = Command.make("worker", {}, () =>
     }).pipe(
       Effect.provide(
         Observability.layer(metrics).pipe(
-          Layer.provideMerge(Worker.layer(settings, webhooks, push)),
+          Layer.provideMerge(Worker.layer(settings, webhooks, push, admin)),
           // Below everything, so that the spans of the worker's shutdown are exported too.
           Layer.provide(Tracing.layer(tracing)),
         ),
@@ -87,7 +90,7 @@ const worker = Command.make("worker", {}, () =>
   }),
 ).pipe(
   Command.withDescription(
-    "Run the worker: migrations, retention, the webhooks and push consumers and their deliveries, /metrics",
+    "Run the worker: migrations, retention, the webhooks and push consumers and their deliveries, /metrics, the admin API",
   ),
 )
 

@@ -1,7 +1,9 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
-import { AdminAuth } from "../../src/admin/AdminAuth.ts"
+import * as AdminAuthModule from "../../src/admin/AdminAuth.ts"
+import { AdminAuth, Unauthenticated } from "../../src/admin/AdminAuth.ts"
+import * as AdminServer from "../../src/admin/AdminServer.ts"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
@@ -45,7 +47,7 @@ layer(Live, { excludeTestServices: true })("the admin API", (it) => {
         let answer = 503
         const receiver = yield* WebhookReceiver.start(() => ({ status: answer }))
         const base = yield* TestAdmin.serve(AdminAuth.token(Option.some(Redacted.make(token))))
-        const api = TestAdmin.client(base, token)
+        const api = TestAdmin.client(base, { token })
         yield* PermissionGrants.grant("alice", webhookDeliver, "space-1")
         const since = new Date(Date.now() - 60_000).toISOString()
 
@@ -255,5 +257,148 @@ layer(Live, { excludeTestServices: true })("the admin API", (it) => {
         assert.strictEqual((yield* api.get(`/v1/subscriptions/${id}`)).status, 404)
       }),
     { timeout: 120_000 },
+  )
+
+  it.effect(
+    "AdminApiPrincipalSeesOnlyOwn: with a host's AdminAuth, a principal sees and changes only its own subscriptions, deliveries and registrations (another's is a 404), creates only for itself on spaces it may receive, and never sees consumers or jobs",
+    () =>
+      Effect.gen(function* () {
+        // The host maps its own header to a principal; no header: 401.
+        const hostAuth = AdminAuth.make((request) => {
+          const who = request.headers["x-principal"]
+          return who === undefined
+            ? Effect.fail(new Unauthenticated({ detail: "no x-principal header" }))
+            : Effect.succeed(AdminAuthModule.principal(who))
+        })
+        const base = yield* TestAdmin.serve(hostAuth)
+        const carol = TestAdmin.client(base, { headers: { "x-principal": "carol" } })
+        const dave = TestAdmin.client(base, { headers: { "x-principal": "dave" } })
+        assert.strictEqual((yield* TestAdmin.client(base).get("/v1/subscriptions")).status, 401)
+        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+        yield* PermissionGrants.grant("carol", webhookDeliver, "carol-space")
+        yield* PermissionGrants.grant("dave", webhookDeliver, "dave-space")
+
+        // Carol's own subscription, owner implied; for another owner, or a space she may not receive: 422.
+        const created = yield* carol.post("/v1/subscriptions", { url: receiver.url("/c"), scope: ["carol-space"] })
+        assert.strictEqual(created.status, 201, JSON.stringify(created.body))
+        assert.strictEqual(created.body.subscription.owner, "carol")
+        const id: string = created.body.subscription.id
+        const forDave = yield* carol.post("/v1/subscriptions", {
+          owner: "dave",
+          url: receiver.url("/c"),
+          scope: ["carol-space"],
+        })
+        assert.strictEqual(forDave.status, 422)
+        assert.deepInclude(forDave.body, { _tag: "NotPermitted", field: "owner" })
+        const notHers = yield* carol.post("/v1/subscriptions", {
+          url: receiver.url("/c"),
+          scope: ["carol-space", "dave-space"],
+        })
+        assert.strictEqual(notHers.status, 422)
+        assert.deepInclude(notHers.body, { _tag: "NotPermitted", field: "scope[1]" })
+        const widen = yield* carol.patch(`/v1/subscriptions/${id}`, { scope: ["dave-space"] })
+        assert.strictEqual(widen.status, 422)
+        const daves = yield* dave.post("/v1/subscriptions", { url: receiver.url("/d"), scope: ["dave-space"] })
+        assert.strictEqual(daves.status, 201)
+
+        // A delivery of Carol's.
+        yield* TestWebhooks.append("carol-space", { i: 1 })
+        yield* TestWebhooks.round()
+        const [delivery] = (yield* carol.get(`/v1/subscriptions/${id}/deliveries`)).body.items
+        assert.isDefined(delivery)
+
+        // Dave sees none of it: every path answers as for an id that does not exist.
+        const listed = yield* dave.get("/v1/subscriptions")
+        assert.deepStrictEqual(
+          listed.body.items.map((s: { owner: string }) => s.owner),
+          ["dave"],
+        )
+        assert.deepStrictEqual((yield* dave.get("/v1/subscriptions?owner=carol")).body.items, [])
+        const attempts = [
+          yield* dave.get(`/v1/subscriptions/${id}`),
+          yield* dave.patch(`/v1/subscriptions/${id}`, { url: receiver.url("/stolen") }),
+          yield* dave.post(`/v1/subscriptions/${id}/disable`),
+          yield* dave.post(`/v1/subscriptions/${id}/enable`),
+          yield* dave.post(`/v1/subscriptions/${id}/rotate-secret`),
+          yield* dave.delete(`/v1/subscriptions/${id}`),
+          yield* dave.get(`/v1/subscriptions/${id}/deliveries`),
+          yield* dave.post(`/v1/subscriptions/${id}/recover`, { since: new Date(0).toISOString() }),
+        ]
+        for (const a of attempts) {
+          assert.strictEqual(a.status, 404, JSON.stringify(a.body))
+          assert.strictEqual(a.body._tag, "SubscriptionNotFound")
+        }
+        for (const a of [
+          yield* dave.get(`/v1/deliveries/${delivery.id}`),
+          yield* dave.post(`/v1/deliveries/${delivery.id}/resend`),
+        ]) {
+          assert.strictEqual(a.status, 404)
+          assert.strictEqual(a.body._tag, "DeliveryNotFound")
+        }
+        const unknown = yield* dave.get("/v1/subscriptions/0b9f6a2e-3c1d-4c5b-9a57-3f1f0f6c2d11")
+        assert.deepStrictEqual(unknown.body, { ...attempts[0]!.body, id: "0b9f6a2e-3c1d-4c5b-9a57-3f1f0f6c2d11" })
+        const still = yield* carol.get(`/v1/subscriptions/${id}`)
+        assert.deepInclude(still.body, { state: "active", url: receiver.url("/c") })
+
+        // Registrations: her own only.
+        const registered = yield* carol.post("/v1/registrations", { subscription: TestPush.unheardSubscription() })
+        assert.strictEqual(registered.status, 201, JSON.stringify(registered.body))
+        const forOther = yield* carol.post("/v1/registrations", {
+          principal: "dave",
+          subscription: TestPush.unheardSubscription(),
+        })
+        assert.strictEqual(forOther.status, 422)
+        assert.strictEqual((yield* carol.get("/v1/registrations")).body.length, 1)
+        assert.deepStrictEqual((yield* dave.get("/v1/registrations?principal=carol")).body, [])
+        const removal = yield* dave.delete(`/v1/registrations/${registered.body.id}`)
+        assert.strictEqual(removal.status, 404)
+        assert.strictEqual(removal.body._tag, "RegistrationNotFound")
+        assert.strictEqual((yield* carol.get("/v1/registrations")).body.length, 1)
+
+        // Consumers and jobs span every tenant: 403.
+        for (const path of ["/v1/consumers", "/v1/jobs", "/v1/jobs/counts"]) {
+          const a = yield* carol.get(path)
+          assert.strictEqual(a.status, 403, path)
+          assert.strictEqual(a.body._tag, "OperatorOnly")
+        }
+        assert.strictEqual((yield* carol.delete(`/v1/subscriptions/${id}`)).status, 204)
+      }),
+  )
+
+  it.effect(
+    "AdminApiRequiresToken: with BOTHY_ADMIN_TOKEN set, a missing or wrong bearer token is a 401 and the right one gets in; without a token the API serves loopback only and refuses to start on any other address",
+    () =>
+      Effect.gen(function* () {
+        const base = yield* TestAdmin.serve(AdminAuth.token(Option.some(Redacted.make(token))))
+        const none = yield* TestAdmin.client(base).get("/v1/subscriptions")
+        assert.strictEqual(none.status, 401)
+        assert.strictEqual(none.body._tag, "Unauthenticated")
+        for (const wrong of ["wrong", `${token}x`, token.slice(0, -1)]) {
+          assert.strictEqual((yield* TestAdmin.client(base, { token: wrong }).get("/v1/subscriptions")).status, 401)
+        }
+        const basic = yield* TestAdmin.call(base, "GET", "/v1/consumers", {
+          headers: { authorization: `Basic ${token}` },
+        })
+        assert.strictEqual(basic.status, 401)
+        assert.strictEqual((yield* TestAdmin.client(base, { token }).get("/v1/subscriptions")).status, 200)
+        // The document and the docs page are public: they describe the API, they hold no data.
+        assert.strictEqual((yield* TestAdmin.call(base, "GET", "/openapi.json")).status, 200)
+
+        // No token: open on loopback, refused elsewhere with one clear error.
+        const open = AdminAuth.token(Option.none())
+        const local = yield* TestAdmin.serve(open)
+        assert.strictEqual((yield* TestAdmin.client(local).get("/v1/consumers")).status, 200)
+        const refused = yield* Effect.flip(TestAdmin.serve(open, { host: "0.0.0.0", port: 0 }))
+        assert.instanceOf(refused, AdminServer.AdminTokenRequired)
+        assert.match(refused.message, /BOTHY_ADMIN_TOKEN/)
+        // With a token, any address is fine.
+        yield* TestAdmin.serve(AdminAuth.token(Option.some(Redacted.make(token))), { host: "0.0.0.0", port: 0 })
+
+        // An address already taken stops the start naming the setting.
+        const port = Number(new URL(local).port)
+        const taken = yield* Effect.flip(TestAdmin.serve(open, { host: "127.0.0.1", port }))
+        assert.instanceOf(taken, AdminServer.AdminAddressUnavailable)
+        assert.match(taken.message, /BOTHY_ADMIN_ADDRESS.*EADDRINUSE/)
+      }),
   )
 })

@@ -53,9 +53,12 @@ export const call = (
     }
   })
 
-/** `call` bound to one server and caller. */
-export const client = (base: string, token?: string) => {
+/** `call` bound to one server and caller: a bearer `token`, or a host's own `headers`. */
+export const client = (
+  base: string,
+  auth: { readonly token?: string; readonly headers?: Record<string, string> } = {},
+) => {
   const as = (method: string) => (path: string, body?: unknown) =>
-    call(base, method, path, { ...(body === undefined ? {} : { body }), ...(token === undefined ? {} : { token }) })
+    call(base, method, path, { ...auth, ...(body === undefined ? {} : { body }) })
   return { get: as("GET"), post: as("POST"), patch: as("PATCH"), delete: as("DELETE") }
 }
