@@ -11,7 +11,6 @@
  *
  * The log level is `--log-level` if given, else `BOTHY_LOG_LEVEL`, else info.
  */
-import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Cause, Console, Effect, Exit, Layer, type LogLevel, Option, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
@@ -27,6 +26,7 @@ import * as Database from "../platform/Database.ts"
 import * as PushConfig from "../push/PushConfig.ts"
 import * as PushVapid from "../push/PushVapid.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
+import * as AdminCommands from "./AdminCommands.ts"
 import * as OpsCommands from "./OpsCommands.ts"
 import * as Worker from "./Worker.ts"
 
@@ -55,11 +55,7 @@ const worker = Command.make("worker", {}, () =>
   Effect.gen(function* () {
     const settings = yield* BothyConfig.load
     yield* WebhookConfig.checkRetention(settings.sync.eventRetention)
-    // The embedded development server keeps its sealing key beside its data unless one is given.
-    const key = (yield* Database.external)
-      ? undefined
-      : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
-    const webhooks = yield* WebhookConfig.load(key)
+    const webhooks = yield* AdminCommands.loadWebhookSettings
     const push = yield* PushConfig.load(webhooks.policy)
     const metrics = yield* MetricsEndpoint.loadAddress
     const admin = { address: yield* AdminServer.loadAddress, token: yield* AdminAuth.loadToken }
@@ -138,7 +134,15 @@ const restore = Command.make("restore").pipe(
 
 const bothy = Command.make("bothy").pipe(
   Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
-  Command.withSubcommands([worker, migrate, push, restore, OpsCommands.status, OpsCommands.alerts]),
+  Command.withSubcommands([
+    worker,
+    migrate,
+    push,
+    restore,
+    OpsCommands.status,
+    OpsCommands.alerts,
+    ...AdminCommands.all,
+  ]),
 )
 
 /** Expected failures are one line; defects keep their full cause; the CLI prints its own errors. */
