@@ -60,7 +60,7 @@ export const addTo = (spec: Record<string, unknown>): Record<string, unknown> =>
         post: {
           operationId: "receiveEvent",
           summary: "One event, delivered to a subscription's URL",
-          description: `Signed per Standard Webhooks (https://www.standardwebhooks.com): verify \`webhook-signature\` with the subscription's \`whsec_\` secret before trusting the body. Deliveries of one subscription come one at a time, in order; the subscription's extra headers, if any, come too. Answer 2xx to accept; anything else (or no complete answer within ${Duration.format(Duration.fromInputUnsafe(defaultLimits.totalTimeout))}) is retried with backoff, and 410 disables the subscription.`,
+          description: `Signed per Standard Webhooks (https://www.standardwebhooks.com): verify \`webhook-signature\` with the subscription's \`whsec_\` secret before trusting the body. Deliveries of one subscription come one at a time, in order. Answer 2xx to accept; anything else (or no complete answer within ${Duration.format(Duration.fromInputUnsafe(defaultLimits.totalTimeout))}) is retried with backoff, and 410 disables the subscription.`,
           parameters: headers,
           requestBody: {
             required: true,
