@@ -36,11 +36,12 @@ export const CreatedSubscription = Schema.Struct({
   secret: Schema.String,
 }).annotate({ identifier: "CreatedSubscription" })
 
-export const SubscriptionPage = Schema.Struct({
-  items: Schema.Array(Subscription),
-  /** The cursor of the next page (`after`), or null after the last. */
-  next: Schema.NullOr(Schema.String),
-}).annotate({ identifier: "SubscriptionPage" })
+/** A page of `item`s and the cursor of the next one (`null` after the last). */
+const page = <S extends Schema.Top, C extends Schema.Top>(identifier: string, item: S, cursor: C) =>
+  Schema.Struct({ items: Schema.Array(item), next: Schema.NullOr(cursor) }).annotate({ identifier })
+
+/** The next page's cursor goes in `after`. */
+export const SubscriptionPage = page("SubscriptionPage", Subscription, Schema.String)
 
 export const Enabled = Schema.Struct({
   /** False when it was active already (nothing changed). */
@@ -89,11 +90,8 @@ export const DeliveryWithAttempts = Schema.Struct({
   attempts: Schema.Array(Attempt),
 }).annotate({ identifier: "DeliveryWithAttempts" })
 
-export const DeliveryPage = Schema.Struct({
-  items: Schema.Array(Delivery),
-  /** The cursor of the next page (`before`), or null after the last. */
-  next: Schema.NullOr(Int8),
-}).annotate({ identifier: "DeliveryPage" })
+/** The next page's cursor goes in `before`. */
+export const DeliveryPage = page("DeliveryPage", Delivery, Int8)
 
 export const RecoveryStarted = Schema.Struct({
   /** The `webhook.recover` job that re-sends them (see the jobs endpoints). */
@@ -156,11 +154,8 @@ export const Job = Schema.Struct({
   finalizedAt: Schema.NullOr(Time),
 }).annotate({ identifier: "Job" })
 
-export const JobPage = Schema.Struct({
-  items: Schema.Array(Job),
-  /** The cursor of the next page (`before`), or null after the last. */
-  next: Schema.NullOr(Int8),
-}).annotate({ identifier: "JobPage" })
+/** The next page's cursor goes in `before`. */
+export const JobPage = page("JobPage", Job, Int8)
 
 /** A page size: 1 to 500, 50 when absent. */
 export const Limit = Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 500 })))

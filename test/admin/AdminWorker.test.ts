@@ -16,7 +16,10 @@ describe("the worker's admin server", () => {
         const { url } = yield* TestDatabase.cloneForProcesses("admin_worker")
         const env = { DATABASE_URL: url, BOTHY_WEBHOOK_SECRET_KEY: WorkerProcess.rawKey() }
 
-        const refused = yield* NodeProcess.run(NodeProcess.bothy, ["worker"], { ...env, BOTHY_ADMIN_ADDRESS: "0.0.0.0:0" })
+        const refused = yield* NodeProcess.run(NodeProcess.bothy, ["worker"], {
+          ...env,
+          BOTHY_ADMIN_ADDRESS: "0.0.0.0:0",
+        })
         assert.strictEqual(refused.code, 1, refused.stderr)
         assert.deepStrictEqual(refused.stderr.trim().split("\n"), [
           "bothy: the admin API would be open to anyone on 0.0.0.0:0: set BOTHY_ADMIN_TOKEN (admin.token), or listen on a loopback address (BOTHY_ADMIN_ADDRESS, admin.address)",
