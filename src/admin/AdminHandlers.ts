@@ -3,7 +3,7 @@
  * owns the data (`Webhooks`, `WebhookDeliveries`, `DeliveryResend`, `PushRegistrations`,
  * `JobControl`, `Status`), the same services the CLI calls. No SQL lives here.
  *
- * A database failure is a defect here (a 500, logged), never an answer a client could act on.
+ * A database failure is a defect here (a 500), never an answer a client could act on.
  */
 import { Effect, Layer, Option, Redacted } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
