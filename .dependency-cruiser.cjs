@@ -63,6 +63,13 @@ module.exports = {
       to: { path: part("ops") },
     },
     {
+      name: "admin-composes-parts",
+      comment: "src/admin/ (the admin API) composes parts, like bin/: only bin/ and the entry import it",
+      severity: "error",
+      from: { path: "^src/", pathNot: "^src/(admin|bin)/|^src/index[.][jt]s$" },
+      to: { path: part("admin") },
+    },
+    {
       name: "nothing-imports-bin",
       comment: "src/bin/ is the composition root: nothing imports it",
       severity: "error",

@@ -9,10 +9,11 @@
  * cannot read answers 503 with the reason, on the same page, which keeps reloading.
  */
 import { Clock, Effect, Layer } from "effect"
-import { HttpRouter, HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { SqlClient } from "effect/sql"
 import * as Status from "../ops/Status.ts"
 import { age } from "../ops/StatusReport.ts"
+import type { AdminAuthShape } from "./AdminAuth.ts"
 import { type Html, html } from "./Html.ts"
 
 export interface StatusPageOptions {
@@ -22,6 +23,11 @@ export interface StatusPageOptions {
   readonly subscriptions?: number
   /** Attempts listed (default 25). */
   readonly attempts?: number
+  /**
+   * Who may see the page: the operator of this `AdminAuth` (the page shows every subscription);
+   * absent: anyone who reaches the socket.
+   */
+  readonly auth?: AdminAuthShape
 }
 
 const style = `
@@ -171,6 +177,21 @@ export const layer = (options: StatusPageOptions = {}) =>
         ),
         Effect.provideService(SqlClient.SqlClient, sql),
       )
-      return HttpRouter.add("GET", "/", handler)
+      const auth = options.auth
+      if (auth === undefined || auth.open === true) return HttpRouter.add("GET", "/", handler)
+      const refused = (status: number, why: string) =>
+        HttpServerResponse.text(why, { status, headers: { "www-authenticate": "Bearer" } })
+      return HttpRouter.add(
+        "GET",
+        "/",
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          auth.authenticate(request).pipe(
+            Effect.flatMap((caller) =>
+              caller._tag === "Operator" ? handler : Effect.succeed(refused(403, "the status page is the operator's")),
+            ),
+            Effect.catchTag("Unauthenticated", (e) => Effect.succeed(refused(401, e.message))),
+          ),
+        ),
+      )
     }),
   )

@@ -1,6 +1,6 @@
 /**
  * `bothy start` (`npm start`): the first run. It runs the worker exactly as `bothy worker` does
- * (`WorkerCommand`), serves the status page, and, while the database is the embedded one, the
+ * (`WorkerCommand`: the admin server with the status page and the API docs included), and, while the database is the embedded one, the
  * demo (`src/demo/`): a producer at `--rate` events a second, webhook subscriptions to a local
  * receiver that verifies every signature, a local push service that decrypts every message, and a
  * progress line. Ctrl-C stops the producer, then the worker (running jobs finish or are put back),
@@ -8,12 +8,8 @@
  *
  * With `DATABASE_URL` set, or `--no-demo`, no demo runs: never write demo data to a real database.
  */
-import { createServer } from "node:http"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Clock, Console, Effect, Layer, Logger, Option } from "effect"
+import { Clock, Console, Effect, Logger, Option } from "effect"
 import { Command, Flag } from "effect/cli"
-import { HttpRouter, HttpServer } from "effect/http"
-import * as StatusPage from "../admin/StatusPage.ts"
 import * as Demo from "../demo/Demo.ts"
 import * as DemoCounts from "../demo/DemoCounts.ts"
 import * as DemoEnvironment from "../demo/DemoEnvironment.ts"
@@ -26,15 +22,6 @@ import * as Database from "../platform/Database.ts"
 import * as WorkerCommand from "./WorkerCommand.ts"
 
 const maxRate = 10_000
-
-/**
- * The status page on a free loopback port, its URL printed. Until the admin server serves it at
- * `admin.address`, this is where `npm start` shows it.
- */
-const statusPage = HttpRouter.serve(StatusPage.layer(), { disableLogger: true, disableListenLog: true }).pipe(
-  Layer.merge(Layer.effectDiscard(HttpServer.addressFormattedWith((url) => Effect.logInfo(`status page: ${url}/`)))),
-  Layer.provide(NodeHttpServer.layer(createServer, { host: "127.0.0.1", port: 0 })),
-)
 
 const withDemo = (rate: number) =>
   Effect.gen(function* () {
@@ -69,7 +56,7 @@ const withDemo = (rate: number) =>
         sequencing: loaded.settings.log?.sequencing ?? "counter",
         terminal,
       })
-      return yield* WorkerCommand.run(loaded, Layer.merge(statusPage, demo))
+      return yield* WorkerCommand.run(loaded, demo)
     }).pipe(
       Effect.scoped,
       Effect.ensuring(summary),
@@ -98,7 +85,7 @@ export const start = Command.make(
       const external = yield* Database.external
       if (demo && !external) return yield* withDemo(rate)
       if (demo) yield* Effect.logInfo("no demo: DATABASE_URL is set, and the demo writes to the embedded database only")
-      return yield* WorkerCommand.run(yield* WorkerCommand.load, statusPage)
+      return yield* WorkerCommand.run(yield* WorkerCommand.load)
     }),
 ).pipe(
   Command.withDescription(

@@ -1,11 +1,14 @@
 /**
  * What `bothy worker` runs, composed in one place (the only module besides a host app that knows
  * every part): retention of the log (partitions created ahead, old days detached and dropped), the
- * `webhooks` consumer, the `push` consumer with its registration sweep (when push is on), and the
- * job runtime with the delivery jobs, over one connection pool and one shared LISTEN connection.
+ * `webhooks` consumer, the `push` consumer with its registration sweep (when push is on), the
+ * job runtime with the delivery jobs, and the admin API (`AdminServer`), over one connection pool
+ * and one shared LISTEN connection.
  * Nothing of it starts before the sealing key is checked against the database's (`SealingKeyCheck`).
  */
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option, type Redacted } from "effect"
+import { AdminAuth } from "../admin/AdminAuth.ts"
+import * as AdminServer from "../admin/AdminServer.ts"
 import * as PermissionGrants from "../authz/PermissionGrants.ts"
 import * as SealingKeyCheck from "../crypto/SealingKeyCheck.ts"
 import { Jobs } from "../jobs/Jobs.ts"
@@ -15,6 +18,7 @@ import * as Retention from "../log/Retention.ts"
 import * as Sequencer from "../log/Sequencer.ts"
 import { BothyConfig, type Settings } from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
+import type { ListenAddress } from "../platform/ListenAddress.ts"
 import { NotificationStream } from "../platform/NotificationStream.ts"
 import * as PushAudience from "../push/PushAudience.ts"
 import { PushConfig, type PushSettings } from "../push/PushConfig.ts"
@@ -22,9 +26,11 @@ import * as PushDelivery from "../push/PushDelivery.ts"
 import * as PushFanOut from "../push/PushFanOut.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
 import * as DeliveryHistory from "../webhooks/DeliveryHistory.ts"
+import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
 import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../webhooks/WebhookFanOut.ts"
+import { Webhooks } from "../webhooks/Webhooks.ts"
 
 /**
  * Drain runs in flight per worker process by default (`webhook.max_in_flight`; each subscription
@@ -36,7 +42,8 @@ export const deliveryConcurrency = deliveryDefaults.maxInFlight
 
 /**
  * The delivery jobs as the worker runs them: the `webhooks` queue at `webhook.max_in_flight`, the
- * drain job with the per-owner cap and permission age from `WebhookConfig`; and, when push is on,
+ * drain job with the per-owner cap and permission age from `WebhookConfig` and the recovery job
+ * (`webhook.recover`, which the admin API and CLI insert); and, when push is on,
  * the `push` queue at `push.max_in_flight` with the `push.deliver` job.
  */
 export const deliveries = (push: Option.Option<PushSettings>) =>
@@ -44,8 +51,9 @@ export const deliveries = (push: Option.Option<PushSettings>) =>
     Effect.gen(function* () {
       const config = yield* WebhookConfig
       const drain = yield* WebhookDrainer.make
+      const recover = yield* DeliveryResend.make
       const concurrency = config.maxInFlight ?? deliveryConcurrency
-      const webhooks = { kinds: [drain], queues: { [WebhookFanOut.queue]: { concurrency } } }
+      const webhooks = { kinds: [drain, recover], queues: { [WebhookFanOut.queue]: { concurrency } } }
       if (Option.isNone(push)) return JobWorker.layer(webhooks)
       const deliver = yield* PushDelivery.make.pipe(Effect.provide(PushConfig.layerWith(push.value)))
       return JobWorker.layer({
@@ -74,10 +82,25 @@ const pushConsumer = (settings: Settings, push: Option.Option<PushSettings>) =>
       ).pipe(Layer.provide(Layer.merge(PushConfig.layerWith(push), PushAudience.layer))),
   })
 
+/** Where the admin API listens and its operator token (`admin.address`, `admin.token`). */
+export interface AdminSettings {
+  readonly address: ListenAddress
+  readonly token: Option.Option<Redacted.Redacted<string>>
+}
+
+/** The admin API on its address, over the worker's pool and permissions; push registrations when push is on. */
+const adminServer = (admin: AdminSettings, push: Option.Option<PushSettings>) =>
+  AdminServer.layer(admin.address).pipe(
+    Layer.provide(Webhooks.layer),
+    Layer.provide(Layer.succeed(AdminAuth, AdminAuth.token(admin.token))),
+    Layer.provide(Option.match(push, { onNone: () => Layer.empty, onSome: PushConfig.layerWith })),
+  )
+
 export const layer = (
   settings: Settings,
   webhooks: WebhookSettings,
   push: Option.Option<PushSettings> = Option.none(),
+  admin: AdminSettings = { address: Option.none(), token: Option.none() },
 ) =>
   Layer.mergeAll(
     Retention.layer({ retention: settings.sync.eventRetention }),
@@ -90,6 +113,7 @@ export const layer = (
     }),
     pushConsumer(settings, push),
     deliveries(push),
+    adminServer(admin, push),
   ).pipe(
     Layer.provide(SealingKeyCheck.layer(webhooks.secretKey)),
     Layer.provide(

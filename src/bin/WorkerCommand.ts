@@ -1,11 +1,12 @@
 /**
  * What `bothy worker` does, for every command that runs the worker (`worker`, and `start`, which
  * adds the demo): its settings, read and checked before anything starts, so a bad value never
- * leaves a server behind; then the worker's layers with `/metrics` and tracing, until a signal
+ * leaves a server behind; then the worker's layers with `/metrics`, the admin server and tracing, until a signal
  * interrupts it or the embedded server exits under it.
  */
-import { join } from "node:path"
 import { Effect, Layer, Option } from "effect"
+import * as AdminAuth from "../admin/AdminAuth.ts"
+import * as AdminServer from "../admin/AdminServer.ts"
 import * as MetricsEndpoint from "../ops/MetricsEndpoint.ts"
 import * as Observability from "../ops/Observability.ts"
 import * as Tracing from "../ops/Tracing.ts"
@@ -13,29 +14,27 @@ import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as PushConfig from "../push/PushConfig.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
+import * as AdminCommands from "./AdminCommands.ts"
 import * as Worker from "./Worker.ts"
 
 /** Every setting the worker needs, validated. */
 export const load = Effect.gen(function* () {
   const settings = yield* BothyConfig.load
   yield* WebhookConfig.checkRetention(settings.sync.eventRetention)
-  // The embedded development server keeps its sealing key beside its data unless one is given.
-  const key = (yield* Database.external)
-    ? undefined
-    : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
-  const webhooks = yield* WebhookConfig.load(key)
+  const webhooks = yield* AdminCommands.loadWebhookSettings
   const push = yield* PushConfig.load(webhooks.policy)
   const metrics = yield* MetricsEndpoint.loadAddress
+  const admin: Worker.AdminSettings = { address: yield* AdminServer.loadAddress, token: yield* AdminAuth.loadToken }
   const tracing = yield* Tracing.load
-  return { settings, webhooks, push, metrics, tracing }
+  return { settings, webhooks, push, metrics, admin, tracing }
 })
 
 export type Loaded = Effect.Success<typeof load>
 
 /** The worker's layers as `bothy worker` runs them, `/metrics` and tracing included. */
-export const layer = ({ settings, webhooks, push, metrics, tracing }: Loaded) =>
+export const layer = ({ settings, webhooks, push, metrics, admin, tracing }: Loaded) =>
   Observability.layer(metrics).pipe(
-    Layer.provideMerge(Worker.layer(settings, webhooks, push)),
+    Layer.provideMerge(Worker.layer(settings, webhooks, push, admin)),
     // Below everything, so that the spans of the worker's shutdown are exported too.
     Layer.provide(Tracing.layer(tracing)),
   )

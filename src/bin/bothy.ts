@@ -21,6 +21,7 @@ import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as PushConfig from "../push/PushConfig.ts"
 import * as PushVapid from "../push/PushVapid.ts"
+import * as AdminCommands from "./AdminCommands.ts"
 import * as OpsCommands from "./OpsCommands.ts"
 import * as StartCommand from "./StartCommand.ts"
 import * as WorkerCommand from "./WorkerCommand.ts"
@@ -49,7 +50,7 @@ const worker = Command.make("worker", {}, () =>
   Effect.flatMap(WorkerCommand.load, (loaded) => WorkerCommand.run(loaded)),
 ).pipe(
   Command.withDescription(
-    "Run the worker: migrations, retention, the webhooks and push consumers and their deliveries, /metrics",
+    "Run the worker: migrations, retention, the webhooks and push consumers and their deliveries, /metrics, the admin API",
   ),
 )
 
@@ -97,7 +98,16 @@ const restore = Command.make("restore").pipe(
 
 const bothy = Command.make("bothy").pipe(
   Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
-  Command.withSubcommands([StartCommand.start, worker, migrate, push, restore, OpsCommands.status, OpsCommands.alerts]),
+  Command.withSubcommands([
+    StartCommand.start,
+    worker,
+    migrate,
+    push,
+    restore,
+    OpsCommands.status,
+    OpsCommands.alerts,
+    ...AdminCommands.all,
+  ]),
 )
 
 /** Expected failures are one line; defects keep their full cause; the CLI prints its own errors. */

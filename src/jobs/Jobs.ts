@@ -35,7 +35,7 @@ export const isLive = (sql: SqlClient.SqlClient, id: bigint | Statement.Fragment
  * The job insert as CTEs of a caller's statement (`Jobs.insert`, a consumer's one-statement round):
  * `jobs_inserted` inserts `rows`, a subquery or CTE with the columns kind, queue, args (jsonb),
  * priority, max_attempts, scheduled_at, unique_key and trace_parent (a NULL takes the default),
- * skipping rows whose unique key exists; `jobs_woken` sends the `jobs` NOTIFY of each queue that got
+ * skipping rows whose unique key exists (it returns `id` and `queue` of each row it inserted); `jobs_woken` sends the `jobs` NOTIFY of each queue that got
  * a row, at commit. Nothing here validates `rows`: that is the caller's part (`insert` decodes every
  * row first). The statement's final SELECT must list `insertCounts`, which is what makes
  * `jobs_woken` run (a SELECT in WITH runs only as far as the statement reads it).
@@ -49,7 +49,7 @@ export const insertCtes = (sql: SqlClient.SqlClient, rows: Statement.Fragment) =
            r.unique_key, r.trace_parent
     FROM ${rows} AS r
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
-    RETURNING queue
+    RETURNING id, queue
   ), jobs_woken AS MATERIALIZED (
     SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
   )`

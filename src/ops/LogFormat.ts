@@ -10,3 +10,10 @@ import { Layer, Logger } from "effect"
 /** JSON lines unless `terminal` (by default: whether standard output is one). */
 export const layer = (terminal: boolean = process.stdout.isTTY === true) =>
   terminal ? Layer.empty : Logger.layer([Logger.consoleJson])
+
+/**
+ * The same lines on standard error instead, for commands whose standard output is their answer
+ * (`bothy subscriptions ... --json`), so a script reads only the answer there.
+ */
+export const layerStderr = (terminal: boolean = process.stdout.isTTY === true) =>
+  terminal ? Layer.succeed(Logger.LogToStderr, true) : Logger.layer([Logger.withConsoleError(Logger.formatJson)])

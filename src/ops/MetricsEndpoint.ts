@@ -9,29 +9,19 @@
  * are, follows the rule too). Durations are named `..._seconds` and recorded in seconds where they
  * are defined. `promtool check metrics` on a scrape is part of CI (`.ci/promtool`).
  */
-import { createServer } from "node:http"
-import { NodeHttpServer } from "@effect/platform-node"
-import { Cause, Effect, Layer, Metric, Option, Result, Schema } from "effect"
-import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
+import { Effect, Metric, Schema } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
 import { PrometheusMetrics } from "effect/observability"
 import * as BothyConfig from "../platform/BothyConfig.ts"
+import * as ListenAddress from "../platform/ListenAddress.ts"
 
 /** Where the endpoint listens; `None`: it is off. */
-export type MetricsAddress = Option.Option<{ readonly host: string; readonly port: number }>
+export type MetricsAddress = ListenAddress.ListenAddress
 
 export const defaultAddress = "127.0.0.1:9464"
 
 /** `host:port`, `[v6]:port`, or `off`. Port 0 takes any free port (the start line names it). */
-export const parseAddress = (raw: string): Result.Result<MetricsAddress, string> => {
-  const text = raw.trim()
-  if (text.toLowerCase() === "off") return Result.succeed(Option.none())
-  const match = /^(?:\[([0-9a-fA-F:.]+)\]|([^:[\]\s]+)):(\d{1,5})$/.exec(text)
-  const port = Number(match?.[3])
-  if (match === null || !Number.isInteger(port) || port > 65535) {
-    return Result.fail(`expected host:port (e.g. ${defaultAddress}, [::1]:9464, 0.0.0.0:9464) or off`)
-  }
-  return Result.succeed(Option.some({ host: match[1] ?? match[2]!, port }))
-}
+export const parseAddress = (raw: string) => ListenAddress.parse(raw, defaultAddress)
 
 /** `BOTHY_METRICS_ADDRESS` (`metrics.address`). */
 export const loadAddress = BothyConfig.setting("metrics.address", defaultAddress, parseAddress)
@@ -66,31 +56,9 @@ const routes = HttpRouter.add(
   ),
 )
 
-/** The socket's own words (`listen EADDRINUSE ...`), under the server's wrapper. */
-const reasonOf = (error: unknown): string =>
-  error instanceof Error ? (error.cause instanceof Error ? error.cause.message : error.message) : String(error)
-
-const announce = HttpServer.addressFormattedWith((url) => Effect.logInfo(`metrics served on ${url}/metrics`))
-
 /** Serves `/metrics` on `address` for the layer's lifetime; nothing when it is off. */
 export const layer = (address: MetricsAddress) =>
-  Option.match(address, {
-    onNone: () => Layer.empty,
-    onSome: ({ host, port }) =>
-      Layer.merge(
-        HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }),
-        Layer.effectDiscard(announce),
-      ).pipe(
-        Layer.provide(NodeHttpServer.layer(createServer, { host, port })),
-        Layer.catchCause((cause) =>
-          Layer.effectDiscard(
-            Effect.fail(
-              new MetricsAddressUnavailable({
-                address: host.includes(":") ? `[${host}]:${port}` : `${host}:${port}`,
-                reason: reasonOf(Cause.squash(cause)),
-              }),
-            ),
-          ),
-        ),
-      ),
+  ListenAddress.serve(address, routes, {
+    announce: (url) => Effect.logInfo(`metrics served on ${url}/metrics`),
+    unavailable: (address, reason) => new MetricsAddressUnavailable({ address, reason }),
   })

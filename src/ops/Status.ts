@@ -76,17 +76,10 @@ export interface Status {
 }
 
 /** The job states of the `job_state` enum, in their life's order. */
-export const jobStates = [
-  "available",
-  "scheduled",
-  "running",
-  "retryable",
-  "completed",
-  "cancelled",
-  "discarded",
-] as const
+export { jobStates } from "../jobs/JobControl.ts"
 
-const consumers = (sql: SqlClient.SqlClient) => sql<ConsumerStatus>`
+/** Each consumer's cursor, lag and pending age, by name. */
+export const consumers = (sql: SqlClient.SqlClient) => sql<ConsumerStatus>`
   SELECT c.name, c.last_seq AS "lastSeq", s.value AS head, (s.value - c.last_seq)::float8 AS lag,
          COALESCE(extract(epoch FROM clock_timestamp() - (
            SELECT occurred_at FROM event_log WHERE seq > c.last_seq ORDER BY seq LIMIT 1)), 0)::float8
@@ -95,7 +88,8 @@ const consumers = (sql: SqlClient.SqlClient) => sql<ConsumerStatus>`
   FROM event_consumer_cursors AS c CROSS JOIN event_seq AS s
   ORDER BY c.name`
 
-const jobs = (sql: SqlClient.SqlClient) => sql<JobGroup>`
+/** Jobs by state and kind, with the age of the oldest in each group. */
+export const jobs = (sql: SqlClient.SqlClient) => sql<JobGroup>`
   SELECT state::text AS state, kind, count(*)::int AS count,
          GREATEST(0, extract(epoch FROM clock_timestamp() - min(CASE
            WHEN state = 'running' THEN attempted_at

@@ -13,7 +13,8 @@ export const age = (seconds: number) => {
   return `${Math.floor(s / 86_400)}d ${Math.floor((s % 86_400) / 3600)}h`
 }
 
-const grid = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
+/** Columns padded to their widest cell, indented two spaces: the tables `bothy` prints for people. */
+export const grid = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)))
   const line = (cells: ReadonlyArray<string>) =>
     cells

@@ -33,6 +33,10 @@ export interface StoredRegistration {
   readonly refreshedAt: Date
 }
 
+const selectStored = (sql: SqlClient.SqlClient) => sql`
+  SELECT id::text AS id, principal, endpoint, created_at AS "createdAt", refreshed_at AS "refreshedAt"
+  FROM push_registrations`
+
 const base64url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url")
 
 /** Registers `subscription` (a `PushSubscription.toJSON()` value) for `principal`, or refreshes it. */
@@ -63,9 +67,33 @@ export const register = Effect.fn("PushRegistrations.register")(function* (princ
 /** The registrations of `principal`, newest first. */
 export const list = Effect.fn("PushRegistrations.list")(function* (principal: string) {
   const sql = yield* SqlClient.SqlClient
-  return yield* sql<StoredRegistration>`
-    SELECT id::text AS id, principal, endpoint, created_at AS "createdAt", refreshed_at AS "refreshedAt"
-    FROM push_registrations WHERE principal = ${principal} ORDER BY id DESC`
+  return yield* sql<StoredRegistration>`${selectStored(sql)} WHERE principal = ${principal} ORDER BY id DESC`
+})
+
+export class RegistrationNotFound extends Schema.TaggedError<RegistrationNotFound>()("RegistrationNotFound", {
+  id: Schema.String,
+}) {
+  override get message() {
+    return `no push registration ${this.id}`
+  }
+}
+
+const idOf = (id: string) =>
+  /^[1-9]\d{0,18}$/.test(id) ? Effect.succeed(id) : Effect.fail(new RegistrationNotFound({ id }))
+
+/** One registration by its id. */
+export const get = Effect.fn("PushRegistrations.get")(function* (id: string) {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* sql<StoredRegistration>`${selectStored(sql)} WHERE id = ${yield* idOf(id)}::bigint`
+  if (row === undefined) return yield* new RegistrationNotFound({ id })
+  return row
+})
+
+/** Removes the registration `id` (an operator's or its principal's request). */
+export const remove = Effect.fn("PushRegistrations.remove")(function* (id: string) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql`DELETE FROM push_registrations WHERE id = ${yield* idOf(id)}::bigint RETURNING id`
+  if (rows.length === 0) return yield* new RegistrationNotFound({ id })
 })
 
 /** Removes the registration of `endpoint` (a browser unsubscribed); whether there was one. */

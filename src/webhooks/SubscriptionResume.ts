@@ -111,7 +111,7 @@ const catchUp = (sql: SqlClient.SqlClient, id: string, from: bigint, to: bigint)
   })
 
 /** A drain job for `id`, unless a live one holds its slot (which is then nudged), as a round does. */
-const ensureDrainer = (sql: SqlClient.SqlClient, id: string) =>
+export const ensureDrainer = (sql: SqlClient.SqlClient, id: string) =>
   sql`
     WITH counted AS (
       SELECT ${id}::uuid AS sub, NULL::bigint AS first

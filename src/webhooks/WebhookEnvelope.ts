@@ -7,7 +7,7 @@
  * so a re-send is the same message to the receiver; a rotated-out secret signs too until its
  * overlap ends; secrets stay `Redacted` and are opened once per run. Nothing goes on record here.
  */
-import { Clock, Effect, Option, type Tracer } from "effect"
+import { Clock, Effect, Option, Schema, type Tracer } from "effect"
 import * as SecretBox from "../crypto/SecretBox.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
@@ -15,6 +15,31 @@ import type { Drain } from "./Drain.ts"
 import type { Run } from "./DrainRun.ts"
 import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
 import * as WebhookSignature from "./WebhookSignature.ts"
+
+/**
+ * The envelope as receivers read it: what the admin API's OpenAPI document publishes under
+ * `webhooks`, so a receiver's team can generate its types. `body` writes exactly these fields.
+ */
+export const Envelope = Schema.Struct({
+  version: Schema.Literal(1).annotate({ description: "The envelope's version; a change of shape gets a new one" }),
+  type: Schema.String.annotate({ description: "The event's type, e.g. `order.created`" }),
+  timestamp: Schema.String.annotate({
+    description: "When the event was committed (ISO 8601, UTC)",
+    format: "date-time",
+  }),
+  epoch: Schema.Int.annotate({
+    description: "The log epoch the sequence number was taken in; it changes only when the database is restored",
+  }),
+  sequence: Schema.Int.annotate({
+    description:
+      "The subscription's own gap-free number for what it sends: 1, 2, 3, ...; kept on every retry and re-send. Within one epoch a gap means a message the receiver never got or failed",
+  }),
+  space: Schema.String.annotate({ description: "The space the event belongs to" }),
+  data: Schema.Json.annotate({ description: "The event's payload, as the producer appended it" }),
+}).annotate({
+  identifier: "WebhookEnvelope",
+  description: "The body of every webhook request (`content-type: application/json`)",
+})
 
 /**
  * The request body of `d`, numbered `sequence`. `epoch` goes with it: after a restore a
@@ -30,7 +55,7 @@ export const body = (d: PendingDelivery, sequence: bigint): string =>
     sequence: Number(sequence),
     space: d.space,
     data: d.payload,
-  })
+  } satisfies Record<keyof typeof Envelope.Type, unknown>)
 
 /** Opens a sealed secret once per run; one that does not open is the operator's to hear of. */
 const openSecret = (drain: Drain, run: Run, sealed: string) =>

@@ -1,5 +1,5 @@
 /**
- * Webhook subscriptions: create, update, disable, enable, rotate the secret, delete, read.
+ * Webhook subscriptions: create, list, update, disable, enable, rotate the secret, delete, read.
  *
  * A subscription belongs to an owner principal, targets one URL, filters by event type (none: all
  * types) and covers a set of spaces; it receives the events committed after its creation, in seq
@@ -22,7 +22,7 @@
  * database's would seal secrets that no worker can open.
  */
 import { Clock, Context, Duration, Effect, Layer, type Redacted, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as SealingKeyCheck from "../crypto/SealingKeyCheck.ts"
 import * as SecretBox from "../crypto/SecretBox.ts"
@@ -161,7 +161,8 @@ const updateSubscription = (sql: SqlClient.SqlClient, id: string, patch: Subscri
     }),
   )
 
-const selectSubscription = (sql: SqlClient.SqlClient, id: string) =>
+/** The subscriptions `where` selects, in id order, at most `limit`. */
+const selectSubscriptions = (sql: SqlClient.SqlClient, where: Statement.Fragment, limit: number) =>
   Effect.map(
     sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
       SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
@@ -169,9 +170,27 @@ const selectSubscription = (sql: SqlClient.SqlClient, id: string) =>
              s.last_sequence AS sequence, s.rate_limit AS "rateLimit", s.headers,
              (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
                AS scope
-      FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid`,
-    ([row]): Subscription | undefined => (row === undefined ? undefined : { ...row, scope: row.scope ?? [] }),
+      FROM webhook_subscriptions AS s WHERE ${where} ORDER BY s.id LIMIT ${limit}`,
+    (rows): ReadonlyArray<Subscription> => rows.map((row) => ({ ...row, scope: row.scope ?? [] })),
   )
+
+const selectSubscription = (sql: SqlClient.SqlClient, id: string) =>
+  Effect.map(selectSubscriptions(sql, sql`s.id = ${id}::uuid`, 1), (rows) => rows[0])
+
+export interface ListOptions {
+  /** Only this owner's subscriptions. */
+  readonly owner?: string | undefined
+  readonly state?: "active" | "disabled" | undefined
+  /** Subscriptions after this id (the previous page's `next`), in id order. */
+  readonly after?: string | undefined
+  readonly limit: number
+}
+
+/** A page of subscriptions and the cursor of the next one (`null` after the last). */
+export interface SubscriptionPage {
+  readonly subscriptions: ReadonlyArray<Subscription>
+  readonly next: string | null
+}
 
 export class Webhooks extends Context.Service<
   Webhooks,
@@ -183,6 +202,8 @@ export class Webhooks extends Context.Service<
       InvalidSubscription | UnsafeWebhookTarget | SqlError
     >
     readonly get: (id: string) => Effect.Effect<Subscription, SubscriptionNotFound | SqlError>
+    /** One page, in id order (a cursor that does not change as subscriptions come and go). */
+    readonly list: (options: ListOptions) => Effect.Effect<SubscriptionPage, SqlError>
     /** The patch's fields changed together; the subscription as it is now. */
     readonly update: (
       id: string,
@@ -229,6 +250,22 @@ export class Webhooks extends Context.Service<
         const row = yield* selectSubscription(sql, id)
         if (row === undefined) return yield* new SubscriptionNotFound({ id })
         return row
+      })
+
+      const list = Effect.fn("Webhooks.list")(function* (options: ListOptions) {
+        const where = sql.and([
+          options.owner === undefined ? sql`true` : sql`s.owner = ${options.owner}`,
+          options.state === undefined ? sql`true` : sql`s.state = ${options.state}`,
+          // A cursor that is no uuid matches nothing after it rather than failing the cast.
+          options.after === undefined
+            ? sql`true`
+            : isUuid(options.after)
+              ? sql`s.id > ${options.after}::uuid`
+              : sql`false`,
+        ])
+        const rows = yield* selectSubscriptions(sql, where, options.limit + 1)
+        const page = rows.slice(0, options.limit)
+        return { subscriptions: page, next: rows.length > options.limit ? page.at(-1)!.id : null }
       })
 
       const update = Effect.fn("Webhooks.update")(function* (id: string, patch: SubscriptionPatch) {
@@ -278,7 +315,7 @@ export class Webhooks extends Context.Service<
         yield* found(id, rows.length)
       })
 
-      return Webhooks.of({ create, get, update, disable: disableOne, enable, rotateSecret, remove })
+      return Webhooks.of({ create, get, list, update, disable: disableOne, enable, rotateSecret, remove })
     }),
   )
 }

@@ -43,7 +43,13 @@ export const start = (
     Effect.sync((): Running => {
       const child = spawn(process.execPath, [entry, ...args], {
         // Any free port for a worker's metrics: the default one is shared by every test (and machine user).
-        env: { ...process.env, DATABASE_URL: undefined, BOTHY_METRICS_ADDRESS: "127.0.0.1:0", ...env },
+        env: {
+          ...process.env,
+          DATABASE_URL: undefined,
+          BOTHY_METRICS_ADDRESS: "127.0.0.1:0",
+          BOTHY_ADMIN_ADDRESS: "127.0.0.1:0",
+          ...env,
+        },
         stdio: ["ignore", "pipe", "pipe"],
         detached: options.detached === true,
         ...(options.cwd === undefined ? {} : { cwd: options.cwd }),

@@ -1,0 +1,57 @@
+/**
+ * The admin API's own refusals, beside the services' errors it passes on as they are (each mapped
+ * to its status where `AdminApi` lists it): 400 names the field, 403 is for the operator-only
+ * endpoints, 409 for a state that does not allow the change, 422 for a value that is well formed but
+ * not acceptable.
+ *
+ * A principal asking for another's subscription or registration gets that resource's not-found
+ * error (404), never a 403: whether it exists is not theirs to learn.
+ */
+import { Schema } from "effect"
+
+/** A request that does not decode: `field` is its path (`payload.url`, `query.limit`). */
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()(
+  "InvalidRequest",
+  { field: Schema.String, detail: Schema.String },
+  { httpApiStatus: 400 },
+) {
+  override get message() {
+    return `invalid request${this.field === "" ? "" : ` at ${this.field}`}: ${this.detail}`
+  }
+}
+
+/** Consumers and jobs span every tenant: only the operator sees them. */
+export class OperatorOnly extends Schema.TaggedError<OperatorOnly>()(
+  "OperatorOnly",
+  { detail: Schema.String },
+  { httpApiStatus: 403 },
+) {
+  override get message() {
+    return `only the operator may do this: ${this.detail}`
+  }
+}
+
+/** Push registrations need push on (its host allow-list checks every endpoint). */
+export class PushOff extends Schema.TaggedError<PushOff>()(
+  "PushOff",
+  { detail: Schema.String },
+  { httpApiStatus: 409 },
+) {
+  override get message() {
+    return `push is off: ${this.detail}`
+  }
+}
+
+/**
+ * A principal's subscription may cover only spaces it may receive (`webhook_out.deliver` through
+ * `Permissions`), and belongs to itself.
+ */
+export class NotPermitted extends Schema.TaggedError<NotPermitted>()(
+  "NotPermitted",
+  { field: Schema.String, detail: Schema.String },
+  { httpApiStatus: 422 },
+) {
+  override get message() {
+    return `not permitted at ${this.field}: ${this.detail}`
+  }
+}

@@ -1,0 +1,162 @@
+/**
+ * What the admin API sends and takes, as `Schema`s: the HttpApi endpoints (`AdminApi`) and the
+ * CLI's `--json` output both encode with these, so the two print the same shapes.
+ *
+ * Ids travel as strings, and so do seqs and other int8 values (they may pass 2^53); times are ISO
+ * 8601 strings. The types are the services' own records (`Webhooks.Subscription`,
+ * `WebhookDeliveries.DeliveryRecord`, ...), so a handler returns what the service gave it.
+ */
+import { Schema } from "effect"
+import { jobStates } from "../jobs/JobControl.ts"
+import { deliveryStates } from "../webhooks/WebhookDeliveries.ts"
+
+/** An int8 as a decimal string. */
+const Int8 = Schema.BigInt.annotate({ description: "A 64-bit integer, as a decimal string" })
+const Time = Schema.Date.annotate({ description: "ISO 8601 time" })
+
+export const Subscription = Schema.Struct({
+  id: Schema.String,
+  owner: Schema.String,
+  url: Schema.String,
+  eventTypes: Schema.Array(Schema.String),
+  scope: Schema.Array(Schema.String),
+  state: Schema.Literals(["active", "disabled"]),
+  disabledCause: Schema.NullOr(Schema.Literals(["gap", "gone", "failing", "manual"])),
+  startedSeq: Int8,
+  lastDeliveredSeq: Int8,
+  /** The last number a delivery took. */
+  sequence: Int8,
+  rateLimit: Schema.NullOr(Schema.Finite),
+  headers: Schema.Record(Schema.String, Schema.String),
+}).annotate({ identifier: "Subscription" })
+
+export const CreatedSubscription = Schema.Struct({
+  subscription: Subscription,
+  /** The signing secret (`whsec_...`): shown here once, never again. */
+  secret: Schema.String,
+}).annotate({ identifier: "CreatedSubscription" })
+
+/** A page of `item`s and the cursor of the next one (`null` after the last). */
+const page = <S extends Schema.Top, C extends Schema.Top>(identifier: string, item: S, cursor: C) =>
+  Schema.Struct({ items: Schema.Array(item), next: Schema.NullOr(cursor) }).annotate({ identifier })
+
+/** The next page's cursor goes in `after`. */
+export const SubscriptionPage = page("SubscriptionPage", Subscription, Schema.String)
+
+export const Enabled = Schema.Struct({
+  /** False when it was active already (nothing changed). */
+  enabled: Schema.Boolean,
+  /** It receives the events after this seq. */
+  after: Schema.NullOr(Int8),
+  /** Deliveries created or made pending again for events the consumer had read already. */
+  deliveries: Schema.Int,
+}).annotate({ identifier: "Enabled" })
+
+export const RotatedSecret = Schema.Struct({
+  /** The new secret, shown once; the old one keeps signing for 24 hours. */
+  secret: Schema.String,
+}).annotate({ identifier: "RotatedSecret" })
+
+export const Delivery = Schema.Struct({
+  id: Int8,
+  subscriptionId: Schema.String,
+  eventSeq: Int8,
+  eventType: Schema.NullOr(Schema.String),
+  space: Schema.NullOr(Schema.String),
+  epoch: Schema.Int,
+  sequence: Schema.NullOr(Int8),
+  state: Schema.Literals(deliveryStates),
+  deadReason: Schema.NullOr(Schema.String),
+  attempts: Schema.Int,
+  lastStatus: Schema.NullOr(Schema.Int),
+  lastErrorClass: Schema.NullOr(Schema.String),
+  lastAttemptAt: Schema.NullOr(Time),
+  createdAt: Time,
+  finishedAt: Schema.NullOr(Time),
+}).annotate({ identifier: "Delivery" })
+
+export const Attempt = Schema.Struct({
+  number: Schema.Int,
+  startedAt: Time,
+  durationMs: Schema.Int,
+  status: Schema.NullOr(Schema.Int),
+  errorClass: Schema.NullOr(Schema.String),
+  responseBody: Schema.NullOr(Schema.String),
+  responseTruncated: Schema.Boolean,
+}).annotate({ identifier: "Attempt" })
+
+export const DeliveryWithAttempts = Schema.Struct({
+  delivery: Delivery,
+  attempts: Schema.Array(Attempt),
+}).annotate({ identifier: "DeliveryWithAttempts" })
+
+/** The next page's cursor goes in `before`. */
+export const DeliveryPage = page("DeliveryPage", Delivery, Int8)
+
+export const RecoveryStarted = Schema.Struct({
+  /** The `webhook.recover` job that re-sends them (see the jobs endpoints). */
+  job: Int8,
+}).annotate({ identifier: "RecoveryStarted" })
+
+export const Registration = Schema.Struct({
+  id: Schema.String,
+  principal: Schema.String,
+  endpoint: Schema.String,
+  createdAt: Time,
+  refreshedAt: Time,
+}).annotate({ identifier: "Registration" })
+
+export const Registered = Schema.Struct({
+  id: Schema.String,
+  /** False when the endpoint was registered already and this refreshed it. */
+  created: Schema.Boolean,
+}).annotate({ identifier: "Registered" })
+
+/** What a browser's `PushSubscription.toJSON()` gives. */
+export const PushSubscriptionJson = Schema.Struct({
+  endpoint: Schema.String,
+  expirationTime: Schema.optional(Schema.NullOr(Schema.Finite)),
+  keys: Schema.Struct({ p256dh: Schema.String, auth: Schema.String }),
+}).annotate({ identifier: "PushSubscriptionJSON" })
+
+export const Consumer = Schema.Struct({
+  name: Schema.String,
+  lastSeq: Int8,
+  head: Int8,
+  lag: Schema.Finite,
+  /** Seconds since the oldest event it has not processed was committed; 0 when caught up. */
+  pendingAgeSeconds: Schema.Finite,
+  updatedAt: Time,
+}).annotate({ identifier: "Consumer" })
+
+export const JobCount = Schema.Struct({
+  state: Schema.String,
+  kind: Schema.String,
+  count: Schema.Int,
+  oldestSeconds: Schema.Finite,
+}).annotate({ identifier: "JobCount" })
+
+export const JobState = Schema.Literals(jobStates)
+
+export const Job = Schema.Struct({
+  id: Int8,
+  kind: Schema.String,
+  queue: Schema.String,
+  state: JobState,
+  attempt: Schema.Int,
+  maxAttempts: Schema.Int,
+  priority: Schema.Int,
+  args: Schema.Json,
+  errors: Schema.Json,
+  createdAt: Time,
+  scheduledAt: Time,
+  attemptedAt: Schema.NullOr(Time),
+  finalizedAt: Schema.NullOr(Time),
+}).annotate({ identifier: "Job" })
+
+/** The next page's cursor goes in `before`. */
+export const JobPage = page("JobPage", Job, Int8)
+
+/** A page size: 1 to 500, 50 when absent. */
+export const Limit = Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 500 })))
+export const defaultLimit = 50

@@ -1,0 +1,82 @@
+/**
+ * What receivers get, for the admin API's OpenAPI document: one OpenAPI 3.1 `webhooks` entry, the
+ * POST bothy makes to a subscription's URL, with the envelope (`WebhookEnvelope.Envelope`) as its
+ * body and the Standard Webhooks headers. HttpApi describes only the API's own paths, so this is
+ * added by transforming the generated document (`addTo`, the API's `OpenApi.Transform`), the one
+ * place the document is changed by hand.
+ *
+ * The envelope's JSON Schema comes from its `Schema`, so the document cannot drift from what
+ * `WebhookEnvelope.body` writes.
+ */
+import { Duration, Schema } from "effect"
+import { defaultLimits } from "../outbound/OutboundSender.ts"
+import { Envelope } from "../webhooks/WebhookEnvelope.ts"
+import { rotationOverlap } from "../webhooks/Webhooks.ts"
+
+/** The name of the `webhooks` entry: every event goes out the same way. */
+export const name = "event"
+
+const envelopeDocument = Schema.toJsonSchemaDocument(Envelope)
+
+/** JSON Schema references point at `$defs`; in the OpenAPI document the definitions live in components. */
+const inComponents = <A>(value: A): A =>
+  JSON.parse(JSON.stringify(value).replaceAll('"#/$defs/', '"#/components/schemas/')) as A
+
+const header = (headerName: string, description: string, example: string) => ({
+  name: headerName,
+  in: "header",
+  required: true,
+  description,
+  schema: { type: "string" },
+  example,
+})
+
+const headers = [
+  header(
+    "webhook-id",
+    "The message's id, `msg_<epoch>_<subscription>_<sequence>`: the same on every retry and re-send of one delivery, so use it as the idempotency key",
+    "msg_29000000_0b9f6a2e-3c1d-4c5b-9a57-3f1f0f6c2d11_42",
+  ),
+  header(
+    "webhook-timestamp",
+    "When this attempt was made, in seconds since the Unix epoch; reject stale ones",
+    "1767225600",
+  ),
+  header(
+    "webhook-signature",
+    `Space-separated \`v1,<base64 HMAC-SHA256>\` signatures of \`<webhook-id>.<webhook-timestamp>.<body>\`, one per secret: after a rotation the previous secret signs too for ${Duration.format(rotationOverlap)}`,
+    "v1,K5oZfzN95Z9UVu1EsfQmfVNQhnkZ2pj9o9NDN/H/pI4=",
+  ),
+]
+
+/** The spec with the receivers' request under `webhooks` and the envelope among its schemas. */
+export const addTo = (spec: Record<string, unknown>): Record<string, unknown> => {
+  const components = (spec.components ?? {}) as { readonly schemas?: Record<string, unknown> }
+  return {
+    ...spec,
+    webhooks: {
+      ...(spec.webhooks as Record<string, unknown> | undefined),
+      [name]: {
+        post: {
+          operationId: "receiveEvent",
+          summary: "One event, delivered to a subscription's URL",
+          description: `Signed per Standard Webhooks (https://www.standardwebhooks.com): verify \`webhook-signature\` with the subscription's \`whsec_\` secret before trusting the body. Deliveries of one subscription come one at a time, in order. Answer 2xx to accept; anything else (or no complete answer within ${Duration.format(Duration.fromInputUnsafe(defaultLimits.totalTimeout))}) is retried with backoff, and 410 disables the subscription.`,
+          parameters: headers,
+          requestBody: {
+            required: true,
+            content: { "application/json": { schema: inComponents(envelopeDocument.schema) } },
+          },
+          responses: {
+            "2XX": { description: "Accepted: the next delivery follows" },
+            "410": { description: "Gone: the subscription is disabled (cause `gone`)" },
+            default: { description: "Not accepted: retried later, keeping the same `webhook-id`" },
+          },
+        },
+      },
+    },
+    components: {
+      ...components,
+      schemas: { ...components.schemas, ...inComponents(envelopeDocument.definitions) },
+    },
+  }
+}

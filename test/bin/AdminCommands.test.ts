@@ -1,0 +1,149 @@
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Context, Effect, Layer, Redacted } from "effect"
+import * as NodeProcess from "../support/NodeProcess.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
+import * as WorkerProcess from "../support/WorkerProcess.ts"
+
+/** The real `bothy` against a database of its own, with no worker running; what it printed. */
+const commandLine = (url: string, key: string) => (args: ReadonlyArray<string>) =>
+  NodeProcess.run(NodeProcess.bothy, args, {
+    DATABASE_URL: url,
+    BOTHY_WEBHOOK_SECRET_KEY: key,
+    BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK: "true",
+  })
+
+/** Runs `args` and parses the `--json` answer, which is all of standard output. */
+const jsonOf = (out: NodeProcess.Finished) => {
+  assert.strictEqual(out.code, 0, out.stderr)
+  return JSON.parse(out.stdout)
+}
+
+describe("bothy subscriptions", () => {
+  it.live(
+    "CliManagesSubscriptions: the CLI creates, lists, shows (--json), updates, disables, enables, rotates and deletes subscriptions against the database, with no worker running",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* TestDatabase.cloneForProcesses("cli_admin")
+        const bothy = commandLine(url, WorkerProcess.rawKey())
+        // The test's own look at the database, beside what the command prints.
+        const sql = yield* Effect.map(
+          Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
+          Context.get(PgClient.PgClient),
+        )
+
+        // Create: the secret once, in the JSON answer or the person's lines.
+        const created = jsonOf(
+          yield* bothy([
+            "subscriptions",
+            "create",
+            "--owner",
+            "alice",
+            "--url",
+            "http://127.0.0.1:9/alice",
+            "--scope",
+            "space-a",
+            "--scope",
+            "space-b",
+            "--event-type",
+            "order.created",
+            "--json",
+          ]),
+        )
+        const id: string = created.subscription.id
+        assert.match(created.secret, /^whsec_/)
+        assert.deepStrictEqual(created.subscription.scope, ["space-a", "space-b"])
+        assert.deepStrictEqual(created.subscription.eventTypes, ["order.created"])
+        const [row] = yield* sql<{ owner: string }>`SELECT owner FROM webhook_subscriptions WHERE id = ${id}::uuid`
+        assert.strictEqual(row?.owner, "alice")
+        const forPeople = yield* bothy([
+          "subscriptions",
+          "create",
+          "--owner",
+          "bob",
+          "--url",
+          "http://127.0.0.1:9/bob",
+          "--scope",
+          "space-b",
+        ])
+        assert.strictEqual(forPeople.code, 0, forPeople.stderr)
+        assert.match(forPeople.stdout, /^owner\s+bob$/m)
+        assert.match(forPeople.stdout, /signing secret \(shown once.*\): whsec_/)
+        const refused = yield* bothy(["subscriptions", "create", "--owner", "a", "--url", "ftp://x", "--scope", "s"])
+        assert.strictEqual(refused.code, 1)
+        assert.match(refused.stderr, /^bothy: webhook target .* refused/m)
+
+        // List: a table for people, JSON by owner for scripts.
+        const table = yield* bothy(["subscriptions", "list"])
+        assert.strictEqual(table.code, 0, table.stderr)
+        assert.match(table.stdout, /^\s+id\s+owner\s+state\s+url\s+scope$/m)
+        assert.include(table.stdout, id)
+        assert.match(table.stdout, /bob\s+active\s+http:\/\/127\.0\.0\.1:9\/bob/)
+        const alices = jsonOf(yield* bothy(["subscriptions", "list", "--owner", "alice", "--json"]))
+        assert.deepStrictEqual(
+          alices.items.map((s: { id: string }) => s.id),
+          [id],
+        )
+
+        // Show, update.
+        const shown = jsonOf(yield* bothy(["subscriptions", "show", id, "--json"]))
+        assert.deepInclude(shown, { id, owner: "alice", state: "active", rateLimit: null, startedSeq: "0" })
+        const updated = jsonOf(
+          yield* bothy([
+            "subscriptions",
+            "update",
+            id,
+            "--url",
+            "http://127.0.0.1:9/alice2",
+            "--all-types",
+            "--rate-limit",
+            "2.5",
+            "--header",
+            "X-Api-Key=k1",
+            "--json",
+          ]),
+        )
+        assert.deepInclude(updated, { url: "http://127.0.0.1:9/alice2", rateLimit: 2.5, eventTypes: [] })
+        assert.deepStrictEqual(updated.headers, { "x-api-key": "k1" })
+        const badHeader = yield* bothy(["subscriptions", "update", id, "--header", "webhook-id=x"])
+        assert.strictEqual(badHeader.code, 1)
+        assert.match(badHeader.stderr, /^bothy: invalid webhook subscription at headers\["webhook-id"\]/m)
+
+        // Disable, enable, rotate.
+        const disabled = jsonOf(yield* bothy(["subscriptions", "disable", id, "--json"]))
+        assert.deepInclude(disabled, { state: "disabled", disabledCause: "manual" })
+        const enabled = jsonOf(yield* bothy(["subscriptions", "enable", id, "--json"]))
+        assert.deepInclude(enabled, { enabled: true, deliveries: 0 })
+        const rotated = jsonOf(yield* bothy(["subscriptions", "rotate", id, "--json"]))
+        assert.match(rotated.secret, /^whsec_/)
+        assert.notStrictEqual(rotated.secret, created.secret)
+        const [sealed] = yield* sql<{ previous: string | null }>`
+          SELECT previous_secret_sealed AS previous FROM webhook_subscriptions WHERE id = ${id}::uuid`
+        assert.isNotNull(sealed?.previous)
+
+        // Deliveries: none yet; a recovery is a job for the worker.
+        const none = yield* bothy(["deliveries", "list", id])
+        assert.strictEqual(none.code, 0, none.stderr)
+        assert.match(none.stdout, /^\s+none$/m)
+        const recovery = jsonOf(
+          yield* bothy(["deliveries", "recover", id, "--since", "2026-01-01T00:00:00Z", "--json"]),
+        )
+        const [job] = yield* sql<{
+          kind: string
+          queue: string
+        }>`SELECT kind, queue FROM jobs WHERE id = ${recovery.job}`
+        assert.deepStrictEqual(job, { kind: "webhook.recover", queue: "webhooks" })
+
+        // Delete: gone, and the next command says so in one line.
+        const deleted = yield* bothy(["subscriptions", "delete", id])
+        assert.strictEqual(deleted.code, 0, deleted.stderr)
+        assert.match(deleted.stdout, new RegExp(`subscription ${id} deleted`))
+        const missing = yield* bothy(["subscriptions", "show", id])
+        assert.strictEqual(missing.code, 1)
+        // Logs go to standard error too (standard output is the answer); the last line says why.
+        assert.strictEqual(missing.stderr.trim().split("\n").at(-1), `bothy: no webhook subscription ${id}`)
+      }),
+    // Some twenty processes, each loading the whole command: a guard against a hang, not a speed target.
+    { timeout: 300_000 },
+  )
+})
