@@ -38,6 +38,7 @@ import * as Samples from "./Samples.ts"
 import * as SeededRandom from "./SeededRandom.ts"
 import * as Tenants from "./Tenants.ts"
 import * as Verdict from "./Verdict.ts"
+import * as VerdictControls from "./VerdictControls.ts"
 import * as Workers from "./Workers.ts"
 import * as World from "./World.ts"
 
@@ -147,7 +148,9 @@ export const run = (options: RunOptions) =>
       const samples: Array<Samples.Sample> = []
       const startedAt = Date.now()
       options.log(`producing ${options.events} events at ${options.ratePerSecond}/s with ${faults.length} faults`)
-      const sampler = yield* Effect.forkChild(Samples.collect(samples, startedAt, workers.pids, options.sampleEvery))
+      const sampler = yield* Effect.forkChild(
+        Samples.collect(samples, startedAt, workers.pids, options.sampleEvery, options.log),
+      )
       const producers = yield* Effect.forkChild(
         Producers.run({
           world,
@@ -183,7 +186,7 @@ export const run = (options: RunOptions) =>
       const exitCodes = yield* workers.stopAll
       const sql = yield* SqlClient.SqlClient
       const [running] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM jobs WHERE state = 'running'`
-      const verdict = yield* Verdict.judge({
+      const judged = {
         world,
         tenants,
         produced,
@@ -192,12 +195,23 @@ export const run = (options: RunOptions) =>
         history,
         unexpectedExits: workers.unexpectedExits.length,
         jobsLeftRunning: running!.n,
-      })
+      }
+      const verdict = yield* Verdict.judge(judged)
+      const registrationsOf = (principal: string) =>
+        tenants.registrations.filter((r) => r.principal === principal).map((r) => r.name)
+      const controls = yield* Effect.forEach(VerdictControls.make(receiver, push, history, registrationsOf), (c) =>
+        Effect.map(Verdict.judge({ ...judged, receiver: c.receiver, push: c.push }), (v) => ({
+          name: c.name,
+          counts: c.counts,
+          value: v.zeros[c.counts],
+        })),
+      )
       return {
         schedule: text,
         faults,
         history,
         verdict,
+        controls,
         samples,
         exitCodes,
         unexpectedExits: workers.unexpectedExits,

@@ -16,7 +16,8 @@ export interface Target {
 export const targets = (result: RunResult): ReadonlyArray<Target> =>
   Object.entries(result.verdict.zeros).map(([name, value]) => ({ name, value, target: 0, held: value === 0 }))
 
-export const passed = (result: RunResult) => targets(result).every((t) => t.held)
+export const passed = (result: RunResult) =>
+  targets(result).every((t) => t.held) && result.controls.every((c) => c.value > 0)
 
 const rows = (title: string, entries: ReadonlyArray<readonly [string, string | number]>) => [
   title,
@@ -32,6 +33,10 @@ export const table = (result: RunResult): string => {
     ...rows(
       "targets (must be 0)",
       targets(result).map((t) => [t.name, `${t.value} ${t.held ? "ok" : "FAILED"}`] as const),
+    ),
+    ...rows(
+      "negative controls (a planted fault each; its count must be above 0)",
+      result.controls.map((c) => [`${c.name}: ${c.counts}`, `${c.value} ${c.value > 0 ? "ok" : "FAILED"}`] as const),
     ),
     ...Object.entries(v.examples).flatMap(([name, list]) => [`examples of ${name}:`, ...list.map((e) => `  ${e}`)]),
     ...result.unexpectedExits.map(
@@ -56,6 +61,7 @@ export const json = (result: RunResult, machine: Record<string, unknown>) =>
       figures: result.verdict.figures,
       resends: result.verdict.resends,
       targets: targets(result),
+      controls: result.controls,
       passed: passed(result),
       examples: result.verdict.examples,
       workerStarts: result.workerStarts,

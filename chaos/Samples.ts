@@ -49,17 +49,30 @@ const take = (startedAt: number, pids: () => ReadonlyArray<number | undefined>) 
     } satisfies Sample
   })
 
-/** Samples into `into` every `every` until interrupted; a sample that fails (server down) is skipped. */
+/** One line of a sample, for the run's progress. */
+export const line = (s: Sample) =>
+  `t=${s.t}s lag ${JSON.stringify(s.lag)} pending deliveries ${s.pendingDeliveries} push ${s.pushUnfinished} connections ${s.pgConnections} rss ${s.rssMiB.join("/")} MiB`
+
+/**
+ * Samples into `into` every `every` until interrupted, each also handed to `log`; a sample that
+ * fails (the server is down) is skipped.
+ */
 export const collect = (
   into: Array<Sample>,
   startedAt: number,
   pids: () => ReadonlyArray<number | undefined>,
   every: Duration.Input,
+  log: (line: string) => void,
 ) =>
   Effect.forever(
     Effect.andThen(
       take(startedAt, pids).pipe(
-        Effect.tap((s) => Effect.sync(() => into.push(s))),
+        Effect.tap((s) =>
+          Effect.sync(() => {
+            into.push(s)
+            log(line(s))
+          }),
+        ),
         Effect.ignore,
       ),
       Effect.sleep(every),

@@ -6,7 +6,7 @@
  * - every (event, receiver) has exactly one delivery row (webhooks) or job (push), none extra;
  * - every delivery allowed at its time arrived at least once (accepted: 2xx), and by `webhook-id`
  *   (push: by registration and message id) its effect counts once;
- * - per subscription, first arrivals come in seq order and their `sequence` runs 1..N;
+ * - per subscription, first arrivals come in seq order and the `sequence` numbers seen run 1..N;
  * - nothing arrived while its right was surely revoked: a right counts as revoked at a time `t`
  *   when a revoke had committed before `t - slack` and its restore had not begun by `t` (the slack
  *   covers the time from the sender's check to the arrival: `webhook.permission_max_age` and a
@@ -31,7 +31,7 @@ export interface Options {
   readonly pushSlackMillis: number
 }
 
-export const defaults: Options = { webhookSlackMillis: 1000 + 5000, pushSlackMillis: 5000 }
+export const defaults: Options = { webhookSlackMillis: 1000 + 9000, pushSlackMillis: 10_000 }
 
 interface LoggedEvent {
   readonly seq: bigint
@@ -250,6 +250,9 @@ export const judge = (input: {
       const accepted = new Map<string, { key: string; sequence: number }>()
       const idsOfKey = new Map<string, Set<string>>()
       const seen = new Map<string, number>()
+      // Every number the receiver saw, answered or not: one seen only on a failed request whose
+      // delivery was then denied is no gap (the denial is judged on its own).
+      const seenSequences = new Set<number>()
       let maxSeq = 0n
       let maxSequence = 0
       for (const a of arrivals) {
@@ -287,6 +290,7 @@ export const judge = (input: {
         }
         const ok = a.status >= 200 && a.status < 300
         seen.set(a.webhookId, before !== undefined && before > 0 ? before : ok ? 1 : -a.status)
+        seenSequences.add(a.sequence)
         if (!ok) continue
         webhookAccepted++
         const known = accepted.get(a.webhookId)
@@ -302,7 +306,7 @@ export const judge = (input: {
           doubled++
           example("doubled_effects", `${plan.name}: ${key} under ${[...ids].join(", ")}`)
         }
-      const sequences = new Set([...accepted.values()].map((v) => v.sequence))
+      const sequences = seenSequences
       const top = Math.max(0, ...sequences)
       if (sequences.size !== top) {
         sequenceGaps += top - sequences.size

@@ -9,6 +9,7 @@ import { Effect } from "effect"
 import * as ChaosFlags from "./ChaosFlags.ts"
 import * as ChaosRun from "./ChaosRun.ts"
 import * as Report from "./Report.ts"
+import * as SamplePlot from "./SamplePlot.ts"
 
 const main = Effect.gen(function* () {
   const flags = yield* Effect.try({
@@ -39,6 +40,10 @@ const main = Effect.gen(function* () {
   }
   writeFileSync(flags.output, `${Report.json(result, machine)}\n`)
   console.log(`wrote ${flags.output}`)
+  if (flags.durationMillis !== undefined) {
+    const plotted = SamplePlot.write(result.samples, flags.output.replace(/\.json$/, ""))
+    console.log(`plotted the samples: ${plotted.join(", ")}`)
+  }
   if (!Report.passed(result)) process.exitCode = 1
 }).pipe(
   Effect.catchTag("InvalidFlag", (e) =>

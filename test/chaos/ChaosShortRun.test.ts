@@ -42,6 +42,12 @@ describe("chaos, short", () => {
         assert.isAbove(result.verdict.figures.events!, 1000)
         assert.isAbove(result.verdict.figures.webhook_accepted!, 0)
         assert.isAbove(result.verdict.figures.push_accepted!, 0)
+        // The verdict can fail: each planted fault is counted.
+        assert.includeMembers(
+          result.controls.map((c) => c.name),
+          ["an accepted webhook dropped", "two first arrivals swapped", "an accepted push dropped"],
+        )
+        for (const c of result.controls) assert.isAbove(c.value, 0, `${c.name}: ${c.counts}`)
         const failed = Report.targets(result).filter((t) => !t.held)
         assert.deepStrictEqual(failed, [], Report.table(result))
       }),
