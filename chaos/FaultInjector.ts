@@ -23,6 +23,9 @@ import type { Workers } from "./Workers.ts"
 const persist = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   effect.pipe(Effect.retry({ schedule: Schedule.spaced("500 millis"), times: 120 }))
 
+/** How long a 410 may take to disable its subscription before the harness reports it. */
+const goneGuardMillis = 5 * 60_000
+
 export interface Context {
   readonly server: ChaosServer
   readonly workers: Workers
@@ -132,8 +135,19 @@ export const run = (context: Context, faults: ReadonlyArray<FaultSchedule.Fault>
             yield* after(
               0,
               Effect.gen(function* () {
-                // Until its drainer has had the 410: a subscription that hears of no event waits.
-                while (!(yield* persist(gone))) yield* Effect.sleep("500 millis")
+                // Until its drainer has had the 410 (a subscription that hears of no event waits), for
+                // at most the guard below: a 410 never acted on is reported, not waited for forever.
+                const until = Date.now() + goneGuardMillis
+                while (!(yield* persist(gone))) {
+                  if (Date.now() > until) {
+                    history.failed.push({
+                      kind: f.kind,
+                      detail: `${f.subscription} was not disabled gone within 5 minutes`,
+                    })
+                    return
+                  }
+                  yield* Effect.sleep("500 millis")
+                }
                 yield* persist(enableFromStart(f.subscription))
               }),
             )

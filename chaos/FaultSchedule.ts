@@ -65,20 +65,18 @@ export const make = (random: SeededRandom.SeededRandom, world: World.World, opti
   const faults: Array<Fault> = [{ kind: "retention-gap", at: Math.round(p * 0.12) }]
   const live = world.subscriptions.filter((s) => !s.gap).map((s) => s.name)
   const [gone, ...others] = random.sample(live, live.length)
-  for (let i = 0; i < k; i++)
-    faults.push({
-      kind: "sigkill",
-      at: within(0.05, 0.85),
-      worker: random.int(0, options.workers - 1),
-      restartAfter: span(500, 4000),
-    })
-  for (let i = 0; i < Math.max(1, Math.round(k / 4)); i++)
-    faults.push({
-      kind: "sigterm",
-      at: within(0.05, 0.85),
-      worker: random.int(0, options.workers - 1),
-      restartAfter: span(1000, 5000),
-    })
+  const stops = [
+    { kind: "sigkill", n: k, restart: [500, 4000] },
+    { kind: "sigterm", n: Math.max(1, Math.round(k / 4)), restart: [1000, 5000] },
+  ] as const
+  for (const { kind, n, restart } of stops)
+    for (let i = 0; i < n; i++)
+      faults.push({
+        kind,
+        at: within(0.05, 0.85),
+        worker: random.int(0, options.workers - 1),
+        restartAfter: span(restart[0], restart[1]),
+      })
   for (let i = 0; i < Math.max(2, Math.round(k / 2)); i++)
     faults.push({
       kind: "terminate-backends",
@@ -106,11 +104,14 @@ export const make = (random: SeededRandom.SeededRandom, world: World.World, opti
   for (const subscription of others.slice(0, Math.max(1, Math.round(k / 4))))
     faults.push({ kind: "disable", at: within(0.05, 0.75), subscription, enableAfter: span(3000, 15000) })
   const answers: ReadonlyArray<ReceiverAnswer> = options.quick ? [500] : [500, 500, 429, "hang"]
+  // A quick run gives each failing answer to a subscription of its own, never the 410's: a second
+  // failure in a row waits 5 minutes (WebhookSchedule), longer than the run.
+  const failing = random.sample(others, others.length)
   for (let i = 0; i < Math.max(3, k); i++)
     faults.push({
       kind: "webhook-answer",
       at: within(0.05, 0.85),
-      subscription: random.pick(live),
+      subscription: options.quick ? failing[i % failing.length]! : random.pick(live),
       answer: random.pick(answers),
       count: 1,
     })

@@ -9,10 +9,9 @@
  * Faults are scripted per registration: the next messages get 500, 429 with `Retry-After`, 410, or
  * hang (no answer until the run ends; the sender gives up on its own). Everything else gets 201.
  */
-import { createServer, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
 import { Effect } from "effect"
 import { browserKeys, checkVapid, decrypt } from "../test/support/PushService.ts"
+import * as Endpoint from "./Endpoint.ts"
 
 export type Answer = 500 | 429 | 410 | "hang"
 
@@ -41,53 +40,32 @@ export const start = (applicationServerKey: string) =>
     const scripts = new Map<string, Array<Answer>>()
     const arrivals: Array<Arrival> = []
     const rejections: Array<Rejection> = []
-    const hanging: Array<ServerResponse> = []
-    let origin = ""
-    const server = yield* Effect.acquireRelease(
-      Effect.callback<ReturnType<typeof createServer>>((resume) => {
-        const s = createServer((request, response) => {
-          const at = Date.now()
-          const chunks: Array<Buffer> = []
-          request.on("data", (c: Buffer) => chunks.push(c))
-          request.on("end", () => {
-            const path = request.url ?? "/"
-            const registration = path.startsWith(pathPrefix) ? path.slice(pathPrefix.length) : ""
-            const browser = browsers.get(registration)
-            const refuse = (status: number, reason: string) => {
-              rejections.push({ registration, reason, at })
-              response.writeHead(status).end(reason)
-            }
-            if (browser === undefined) return refuse(404, "no such subscription")
-            const vapid = checkVapid(request.headers.authorization, origin, Math.floor(at / 1000), applicationServerKey)
-            if (!vapid.ok) return refuse(401, vapid.reason)
-            if (request.headers["content-encoding"] !== "aes128gcm") return refuse(400, "not aes128gcm")
-            const plaintext = decrypt(Buffer.concat(chunks), browser)
-            if (!plaintext.ok) return refuse(400, plaintext.reason)
-            const envelope = JSON.parse(plaintext.value) as { readonly id: string; readonly space: string }
-            const answer = scripts.get(registration)?.shift() ?? 201
-            arrivals.push({
-              registration,
-              id: envelope.id,
-              space: envelope.space,
-              status: answer === "hang" ? 0 : answer,
-              at,
-            })
-            if (answer === "hang") hanging.push(response)
-            else response.writeHead(answer, answer === 429 ? { "retry-after": retryAfterSeconds } : {}).end()
-          })
-        })
-        s.keepAliveTimeout = 30_000
-        s.once("error", (e) => resume(Effect.die(e)))
-        s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
-      }),
-      (s) =>
-        Effect.callback<void>((resume) => {
-          for (const r of hanging.splice(0)) r.destroy()
-          s.closeAllConnections()
-          s.close(() => resume(Effect.void))
-        }),
-    )
-    origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+    const origin = yield* Endpoint.listen((request, response, body, at, hold) => {
+      const path = request.url ?? "/"
+      const registration = path.startsWith(pathPrefix) ? path.slice(pathPrefix.length) : ""
+      const browser = browsers.get(registration)
+      const refuse = (status: number, reason: string) => {
+        rejections.push({ registration, reason, at })
+        response.writeHead(status).end(reason)
+      }
+      if (browser === undefined) return refuse(404, "no such subscription")
+      const vapid = checkVapid(request.headers.authorization, origin, Math.floor(at / 1000), applicationServerKey)
+      if (!vapid.ok) return refuse(401, vapid.reason)
+      if (request.headers["content-encoding"] !== "aes128gcm") return refuse(400, "not aes128gcm")
+      const plaintext = decrypt(body, browser)
+      if (!plaintext.ok) return refuse(400, plaintext.reason)
+      const envelope = JSON.parse(plaintext.value) as { readonly id: string; readonly space: string }
+      const answer = scripts.get(registration)?.shift() ?? 201
+      arrivals.push({
+        registration,
+        id: envelope.id,
+        space: envelope.space,
+        status: answer === "hang" ? 0 : answer,
+        at,
+      })
+      if (answer === "hang") hold(response)
+      else response.writeHead(answer, answer === 429 ? { "retry-after": retryAfterSeconds } : {}).end()
+    })
     return {
       /** A browser subscription for the registration `name`, as `PushSubscription.toJSON()` gives it. */
       subscribe: (name: string) => {

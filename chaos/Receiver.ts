@@ -8,10 +8,9 @@
  * Faults are scripted per path: the next requests get 500, 429 with `Retry-After`, 410, or hang
  * (no answer until the run ends; the sender gives up on its own). Everything else gets 200.
  */
-import { createServer, type ServerResponse } from "node:http"
-import type { AddressInfo } from "node:net"
 import { Effect } from "effect"
 import { Webhook } from "standardwebhooks"
+import * as Endpoint from "./Endpoint.ts"
 
 export type Answer = 500 | 429 | 410 | "hang"
 
@@ -41,57 +40,37 @@ export const start = Effect.gen(function* () {
   const secrets = new Map<string, Webhook>()
   const scripts = new Map<string, Array<Answer>>()
   const arrivals: Array<Arrival> = []
-  const hanging: Array<ServerResponse> = []
-  const server = yield* Effect.acquireRelease(
-    Effect.callback<ReturnType<typeof createServer>>((resume) => {
-      const s = createServer((request, response) => {
-        const at = Date.now()
-        const chunks: Array<Buffer> = []
-        request.on("data", (c: Buffer) => chunks.push(c))
-        request.on("end", () => {
-          const path = request.url ?? "/"
-          const body = Buffer.concat(chunks).toString("utf8")
-          const header = (name: string) => String(request.headers[name] ?? "")
-          let envelope: Envelope | undefined
-          try {
-            envelope = secrets.get(path)?.verify(body, {
-              "webhook-id": header("webhook-id"),
-              "webhook-timestamp": header("webhook-timestamp"),
-              "webhook-signature": header("webhook-signature"),
-            }) as Envelope | undefined
-          } catch {
-            envelope = undefined
-          }
-          const answer: Answer | 200 | 400 = envelope === undefined ? 400 : (scripts.get(path)?.shift() ?? 200)
-          arrivals.push({
-            path,
-            webhookId: header("webhook-id"),
-            key: envelope?.data.key ?? "",
-            sequence: envelope?.sequence ?? -1,
-            epoch: envelope?.epoch ?? -1,
-            status: answer === "hang" ? 0 : answer,
-            verified: envelope !== undefined,
-            at,
-          })
-          if (answer === "hang") hanging.push(response)
-          else response.writeHead(answer, answer === 429 ? { "retry-after": retryAfterSeconds } : {}).end("ok")
-        })
-      })
-      s.keepAliveTimeout = 30_000
-      s.once("error", (e) => resume(Effect.die(e)))
-      s.listen(0, "127.0.0.1", () => resume(Effect.succeed(s)))
-    }),
-    (s) =>
-      Effect.callback<void>((resume) => {
-        for (const r of hanging.splice(0)) r.destroy()
-        s.closeAllConnections()
-        s.close(() => resume(Effect.void))
-      }),
-  )
-  const { port } = server.address() as AddressInfo
+  const origin = yield* Endpoint.listen((request, response, bytes, at, hold) => {
+    const path = request.url ?? "/"
+    const body = bytes.toString("utf8")
+    const header = (name: string) => String(request.headers[name] ?? "")
+    let envelope: Envelope | undefined
+    try {
+      envelope = secrets.get(path)?.verify(body, {
+        "webhook-id": header("webhook-id"),
+        "webhook-timestamp": header("webhook-timestamp"),
+        "webhook-signature": header("webhook-signature"),
+      }) as Envelope | undefined
+    } catch {
+      envelope = undefined
+    }
+    const answer: Answer | 200 | 400 = envelope === undefined ? 400 : (scripts.get(path)?.shift() ?? 200)
+    arrivals.push({
+      path,
+      webhookId: header("webhook-id"),
+      key: envelope?.data.key ?? "",
+      sequence: envelope?.sequence ?? -1,
+      epoch: envelope?.epoch ?? -1,
+      status: answer === "hang" ? 0 : answer,
+      verified: envelope !== undefined,
+      at,
+    })
+    if (answer === "hang") hold(response)
+    else response.writeHead(answer, answer === 429 ? { "retry-after": retryAfterSeconds } : {}).end("ok")
+  })
   return {
     /** The URL of the subscription named `name`, once its secret is known. */
-    url: (name: string) => `http://127.0.0.1:${port}/hook/${name}`,
+    url: (name: string) => `${origin}/hook/${name}`,
     pathOf: (name: string) => `/hook/${name}`,
     trust: (name: string, secret: string) => secrets.set(`/hook/${name}`, new Webhook(secret)),
     /** The next `count` requests to the subscription `name` get `answer`. */
