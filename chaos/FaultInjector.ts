@@ -125,7 +125,7 @@ export const run = (context: Context, faults: ReadonlyArray<FaultSchedule.Fault>
           )
         case "webhook-gone":
           return Effect.gen(function* () {
-            receiver.script(f.subscription, 410, 1)
+            receiver.gone(f.subscription)
             yield* note(f)
             const id = subscription(f.subscription).id
             const gone = Effect.gen(function* () {
@@ -148,6 +148,8 @@ export const run = (context: Context, faults: ReadonlyArray<FaultSchedule.Fault>
                   }
                   yield* Effect.sleep("500 millis")
                 }
+                // The endpoint is back (its owner fixed it): enabled again from its first seq.
+                receiver.back(f.subscription)
                 yield* persist(enableFromStart(f.subscription))
               }),
             )
@@ -158,10 +160,28 @@ export const run = (context: Context, faults: ReadonlyArray<FaultSchedule.Fault>
             note(f),
           )
         case "push-gone":
-          return Effect.andThen(
-            Effect.sync(() => push.script(f.registration, 410, 1)),
-            note(f),
-          )
+          return Effect.gen(function* () {
+            push.gone(f.registration)
+            yield* note(f)
+            const id = tenants.registrations.find((r) => r.name === f.registration)!.id
+            const kept = sql`SELECT 1 FROM push_registrations WHERE id = ${id}::bigint`.pipe(
+              Effect.map((rows) => rows.length > 0),
+            )
+            yield* after(
+              0,
+              Effect.gen(function* () {
+                const until = Date.now() + goneGuardMillis
+                while (yield* persist(kept)) {
+                  if (Date.now() > until) {
+                    history.failed.push({ kind: f.kind, detail: `${f.registration} was not removed within 5 minutes` })
+                    return
+                  }
+                  yield* Effect.sleep("500 millis")
+                }
+                history.pushRemovedAt = Date.now()
+              }),
+            )
+          })
         case "retention-gap":
           return Effect.gen(function* () {
             const retention = yield* persist(Retention.run({ retention: Duration.days(7) }))

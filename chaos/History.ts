@@ -36,8 +36,17 @@ export interface History {
   readonly grantWindows: Array<GrantWindow>
   readonly resumes: Array<{ readonly subscription: string; readonly after: bigint; readonly at: number }>
   gap: Gap | undefined
+  /** When the harness saw the doomed registration gone from the database (after its 410s). */
+  pushRemovedAt: number | undefined
   /** Faults whose action could not be carried out (a finding about the harness, reported). */
   readonly failed: Array<{ readonly kind: FaultSchedule.Kind; readonly detail: string }>
 }
 
-export const empty = (): History => ({ injected: [], grantWindows: [], resumes: [], gap: undefined, failed: [] })
+export const empty = (): History => ({
+  injected: [],
+  grantWindows: [],
+  resumes: [],
+  gap: undefined,
+  pushRemovedAt: undefined,
+  failed: [],
+})

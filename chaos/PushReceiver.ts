@@ -6,14 +6,15 @@
  * the checks are the test suite's push service's (`test/support/PushService.ts`).
  *
  * Each message that passes is recorded compactly (registration, the envelope's `id`, answer, time).
- * Faults are scripted per registration: the next messages get 500, 429 with `Retry-After`, 410, or
- * hang (no answer until the run ends; the sender gives up on its own). Everything else gets 201.
+ * Faults are scripted per registration: the next messages get 500, 429 with `Retry-After`, or hang
+ * (no answer until the run ends; the sender gives up on its own); a `gone` registration gets 410
+ * for good. Everything else gets 201, and so does a message right after a failed one.
  */
 import { Effect } from "effect"
 import { browserKeys, checkVapid, decrypt } from "../test/support/PushService.ts"
 import * as Endpoint from "./Endpoint.ts"
 
-export type Answer = 500 | 429 | 410 | "hang"
+export type Answer = 500 | 429 | "hang"
 
 export interface Arrival {
   readonly registration: string
@@ -39,6 +40,9 @@ export const start = (applicationServerKey: string) =>
     const browsers = new Map<string, ReturnType<typeof browserKeys>>()
     const scripts = new Map<string, Array<Answer>>()
     const arrivals: Array<Arrival> = []
+    const gone = new Set<string>()
+    // As the webhook receiver does: a scripted failure waits for a 201 after the last one.
+    const failedLast = new Set<string>()
     const rejections: Array<Rejection> = []
     const origin = yield* Endpoint.listen((request, response, body, at, hold) => {
       const path = request.url ?? "/"
@@ -55,7 +59,13 @@ export const start = (applicationServerKey: string) =>
       const plaintext = decrypt(body, browser)
       if (!plaintext.ok) return refuse(400, plaintext.reason)
       const envelope = JSON.parse(plaintext.value) as { readonly id: string; readonly space: string }
-      const answer = scripts.get(registration)?.shift() ?? 201
+      const answer = gone.has(registration)
+        ? 410
+        : failedLast.has(registration)
+          ? 201
+          : (scripts.get(registration)?.shift() ?? 201)
+      if (answer === 201) failedLast.delete(registration)
+      else failedLast.add(registration)
       arrivals.push({
         registration,
         id: envelope.id,
@@ -76,6 +86,8 @@ export const start = (applicationServerKey: string) =>
       /** The next `count` messages to the registration `name` get `answer`. */
       script: (name: string, answer: Answer, count: number) =>
         scripts.set(name, [...(scripts.get(name) ?? []), ...Array.from({ length: count }, () => answer)]),
+      /** From now on every message to the registration `name` gets 410, as from a subscription the browser dropped. */
+      gone: (name: string) => gone.add(name),
       arrivals: arrivals as ReadonlyArray<Arrival>,
       rejections: rejections as ReadonlyArray<Rejection>,
     }

@@ -5,14 +5,16 @@
  * its data, its `sequence`, what was answered and when). A request that fails verification is kept
  * as `verified: false`, answered 400, and fails the verdict.
  *
- * Faults are scripted per path: the next requests get 500, 429 with `Retry-After`, 410, or hang
- * (no answer until the run ends; the sender gives up on its own). Everything else gets 200.
+ * Faults are scripted per path: the next requests get 500, 429 with `Retry-After`, or hang (no
+ * answer until the run ends; the sender gives up on its own); or every request gets 410 while the
+ * endpoint is `gone`. Everything else gets 200, and so does a request right after a failed one (a
+ * scripted failure waits for it), so no subscription fails twice in a row.
  */
 import { Effect } from "effect"
 import { Webhook } from "standardwebhooks"
 import * as Endpoint from "./Endpoint.ts"
 
-export type Answer = 500 | 429 | 410 | "hang"
+export type Answer = 500 | 429 | "hang"
 
 export interface Arrival {
   readonly path: string
@@ -40,6 +42,10 @@ export const start = Effect.gen(function* () {
   const secrets = new Map<string, Webhook>()
   const scripts = new Map<string, Array<Answer>>()
   const arrivals: Array<Arrival> = []
+  const gone = new Set<string>()
+  // A scripted failure waits for a 2xx after the last one: two in a row would put bothy's retry
+  // schedule on its next step (5 minutes, then 30), past any run's drain.
+  const failedLast = new Set<string>()
   const origin = yield* Endpoint.listen((request, response, bytes, at, hold) => {
     const path = request.url ?? "/"
     const body = bytes.toString("utf8")
@@ -54,7 +60,16 @@ export const start = Effect.gen(function* () {
     } catch {
       envelope = undefined
     }
-    const answer: Answer | 200 | 400 = envelope === undefined ? 400 : (scripts.get(path)?.shift() ?? 200)
+    const answer: Answer | 200 | 400 | 410 =
+      envelope === undefined
+        ? 400
+        : gone.has(path)
+          ? 410
+          : failedLast.has(path)
+            ? 200
+            : (scripts.get(path)?.shift() ?? 200)
+    if (answer === 200) failedLast.delete(path)
+    else failedLast.add(path)
     arrivals.push({
       path,
       webhookId: header("webhook-id"),
@@ -78,6 +93,9 @@ export const start = Effect.gen(function* () {
       const path = `/hook/${name}`
       scripts.set(path, [...(scripts.get(path) ?? []), ...Array.from({ length: count }, () => answer)])
     },
+    /** Every request to the subscription `name` gets 410 until `back`, as an endpoint that went away. */
+    gone: (name: string) => gone.add(`/hook/${name}`),
+    back: (name: string) => gone.delete(`/hook/${name}`),
     arrivals: arrivals as ReadonlyArray<Arrival>,
   }
 })

@@ -364,21 +364,22 @@ export const judge = (input: {
       pushArrivals += arrivals.length
       const windowsOf = (space: string) => inWindow(history.grantWindows, plan.principal, World.pushAction, space)
       const goneAt = arrivals.find((a) => a.status === 410)?.at
-      if (r.name === world.doomed) {
-        if (goneAt === undefined || registered.has(r.id)) {
-          sentAfterGone++
-          example(
-            "sent_after_gone",
-            `${r.name}: the 410 ${goneAt === undefined ? "never came" : "left the registration in place"}`,
-          )
-        }
+      // The push service says 410 for good once the fault came; bothy must remove the registration
+      // (the harness saw when) and send it nothing after that.
+      const removedAt = r.name === world.doomed ? history.pushRemovedAt : undefined
+      if (r.name === world.doomed && (goneAt === undefined || removedAt === undefined || registered.has(r.id))) {
+        sentAfterGone++
+        example(
+          "sent_after_gone",
+          `${r.name}: the 410 ${goneAt === undefined ? "never came" : "left the registration in place"}`,
+        )
       }
       const acceptedIds = new Set<string>()
       const seen = new Map<string, number>()
       for (const a of arrivals) {
         const seq = BigInt(a.id.split(".")[1] ?? "0")
         const e = bySeq.get(seq)
-        if (goneAt !== undefined && a.at > goneAt + options.pushSlackMillis) {
+        if (removedAt !== undefined && a.at > removedAt + options.pushSlackMillis) {
           sentAfterGone++
           example("sent_after_gone", `${r.name}: ${a.id} at ${new Date(a.at).toISOString()}`)
         }
