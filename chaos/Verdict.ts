@@ -278,7 +278,7 @@ export const judge = (input: {
             orderViolations++
             example(
               "order_violations",
-              `${plan.name}: ${a.key} (seq ${e.seq}, sequence ${a.sequence}) after seq ${maxSeq}`,
+              `${plan.name}: ${a.key} (seq ${e.seq}, sequence ${a.sequence}, ${a.webhookId}) at ${new Date(a.at).toISOString()} after seq ${maxSeq} (sequence ${maxSequence})`,
             )
           }
           maxSeq = e.seq > maxSeq ? e.seq : maxSeq
