@@ -193,7 +193,8 @@ export const run = (options: RunOptions) =>
         receiver,
         push,
         history,
-        unexpectedExits: workers.unexpectedExits.length,
+        unexpectedExits: workers.unexpectedExits.filter((e) => e.running).length,
+        startFailures: workers.unexpectedExits.filter((e) => !e.running).length,
         jobsLeftRunning: running!.n,
       }
       const verdict = yield* Verdict.judge(judged)

@@ -95,7 +95,10 @@ export const judge = (input: {
   readonly receiver: Receiver
   readonly push: PushReceiver
   readonly history: History.History
+  /** Workers that exited on their own while running. */
   readonly unexpectedExits: number
+  /** Workers whose start failed under a fault (bothy exits 1 then, by design): a figure, not a target. */
+  readonly startFailures: number
   readonly jobsLeftRunning: number
   readonly options?: Options
 }) =>
@@ -483,6 +486,7 @@ export const judge = (input: {
       push_messages: pushArrivals,
       push_accepted: pushAccepted,
       push_denied: pushDenied,
+      worker_start_failures: input.startFailures,
       ...Object.fromEntries(endings.map((e) => [`webhook_rows_${e.state}${e.reason ? `_${e.reason}` : ""}`, e.n])),
     }
     return { zeros, figures, resends, examples } satisfies Verdict

@@ -3,7 +3,8 @@
  * worker` with `DATABASE_URL` and the VAPID keys in the environment. Each slot keeps its current
  * process; `signal` sends SIGKILL or SIGTERM and `start` brings the slot back. An exit nobody asked
  * for is counted (`unexpectedExits`) and the slot is started again, so a worker that dies on its own
- * is a finding, not a stall. Each process's output goes to a log file in the run's folder.
+ * is a finding, not a stall. One that exits before it runs is a start that failed: bothy stops with
+ * exit 1 when its start cannot reach the database, by design, for its supervisor to start it again. Each process's output goes to a log file in the run's folder.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createWriteStream } from "node:fs"
@@ -24,6 +25,8 @@ interface Slot {
 
 export interface UnexpectedExit {
   readonly worker: number
+  /** It had said it runs: false is a start that failed (its migration's connection cut, say). */
+  readonly running: boolean
   readonly code: number | null
   readonly signal: string | null
   readonly at: number
@@ -76,7 +79,7 @@ export const make = (options: {
           log.end()
           if (slot.child === child) slot.child = undefined
           if (!slot.expected && !stopping) {
-            unexpectedExits.push({ worker: i, code, signal, at: Date.now(), lastLines: tail.slice(-1500) })
+            unexpectedExits.push({ worker: i, running, code, signal, at: Date.now(), lastLines: tail.slice(-1500) })
             setTimeout(() => {
               if (!stopping && slot.child === undefined) slot.running = launch(i)
             }, 1000)
