@@ -36,6 +36,8 @@ export interface ClaimedJob {
   readonly args: unknown
   readonly attempt: number
   readonly maxAttempts: number
+  /** Attempts spent and failed before this one (snoozes and releases spend none). */
+  readonly failedBefore: number
   readonly createdAt: Date
   readonly attemptedAt: Date
   readonly traceParent: string | null
@@ -66,5 +68,7 @@ export const claim = Effect.fnUntraced(function* (
                     attempted_by = ${worker}
     WHERE jobs.id = ANY (ARRAY(SELECT id FROM next)) AND (SELECT setting FROM unflushed) = 'off'
     RETURNING jobs.id, jobs.kind, jobs.queue, jobs.args, jobs.attempt, jobs.max_attempts AS "maxAttempts",
+              (SELECT count(*) FROM jsonb_array_elements(jobs.errors) AS e WHERE e ->> 'kind' <> 'interrupted')::int
+                AS "failedBefore",
               jobs.created_at AS "createdAt", jobs.attempted_at AS "attemptedAt", jobs.trace_parent AS "traceParent"`
 })

@@ -41,8 +41,11 @@ export interface JobKind<A = unknown, E = unknown, R = never> {
    * by up to that.
    */
   readonly timeout?: Duration.Input
-  /** Delay before retry `attempt + 1` after attempt `attempt` failed. Default: `JobBackoff.exponential`. */
-  readonly retryDelay?: (attempt: number) => Duration.Duration
+  /**
+   * Delay before the next attempt after the job's `failures`-th failed attempt (snoozes and
+   * releases spend no attempt, so they do not count). Default: `JobBackoff.exponential`.
+   */
+  readonly retryDelay?: (failures: number) => Duration.Duration
 }
 
 /** Defines a job kind; the type parameters follow from the schema and the run function. */

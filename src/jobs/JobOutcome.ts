@@ -21,10 +21,19 @@ import { JobCancel, JobSnooze } from "./JobKind.ts"
 export interface Attempt {
   readonly attempt: number
   readonly maxAttempts: number
+  /**
+   * Attempts that failed before this one (default `attempt - 1`). Snoozes and releases raise
+   * `attempt` without spending one, so a job that snoozed often has a high `attempt` and few
+   * failures: its retry delay counts the failures.
+   */
+  readonly failedBefore?: number
 }
 
-/** Delay before retry `attempt + 1` (the kind's `retryDelay`, or the worker's default). */
-export type RetryDelay = (attempt: number) => Duration.Duration
+/**
+ * Delay before the next attempt after the `failures`-th failed one (the kind's `retryDelay`, or the
+ * worker's default); attempts a snooze or a release gave back do not count.
+ */
+export type RetryDelay = (failures: number) => Duration.Duration
 
 export const timeoutMessage = "the attempt exceeded its timeout"
 
@@ -39,7 +48,11 @@ export const errorOf = (job: Attempt, kind: AttemptError["kind"], message: strin
 export const retryOrDiscard = (job: Attempt, error: AttemptError, now: number, retryDelay: RetryDelay): Outcome =>
   job.attempt >= job.maxAttempts
     ? { _tag: "Discarded", error }
-    : { _tag: "Retry", at: new Date(now + Duration.toMillis(retryDelay(job.attempt))), error }
+    : {
+        _tag: "Retry",
+        at: new Date(now + Duration.toMillis(retryDelay((job.failedBefore ?? job.attempt - 1) + 1))),
+        error,
+      }
 
 /** The outcome of an attempt that ended with `exit` at `now` (the worker's clock, in milliseconds). */
 export const outcomeOf = (

@@ -169,6 +169,46 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
     }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
   )
 
+  it.effect(
+    "JobsRetryDelayCountsFailuresNotSnoozes: a job that snoozed eight times and then fails is retried after the first step of its backoff, not the ninth (a busy webhook drainer snoozes at every run bound: one failure must not park it for an hour; found by the chaos run, issue 18)",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(Date.now())
+        const jobs = yield* Jobs
+        const ran = yield* Queue.unbounded<number>()
+        const kind = JobKind.make({
+          kind: "busy.then.fails",
+          args: Schema.Struct({}),
+          retryDelay: JobBackoff.exponential({ base: "10 seconds", factor: 2, cap: "1 hour", jitter: 0 }),
+          run: (_, job) =>
+            Effect.gen(function* () {
+              yield* Queue.offer(ran, job.attempt)
+              if (job.attempt <= 8) return yield* new JobKind.JobSnooze({ delay: Duration.zero })
+              return yield* Effect.fail(`attempt ${job.attempt} failed`)
+            }),
+        })
+        const t0 = yield* Clock.currentTimeMillis
+        yield* jobs.insert([
+          { kind: "busy.then.fails", queue: "busy", args: {}, maxAttempts: 3, scheduledAt: new Date(t0) },
+        ])
+        const { finalized } = yield* startWorker([kind], "busy")
+        for (let attempt = 1; attempt <= 8; attempt++) {
+          assert.strictEqual(yield* Queue.take(ran), attempt)
+          assert.strictEqual((yield* nextOutcome(finalized))._tag, "Snooze")
+        }
+        assert.strictEqual(yield* Queue.take(ran), 9)
+        assert.strictEqual((yield* nextOutcome(finalized))._tag, "Retry")
+        const first = yield* row("busy.then.fails")
+        assert.strictEqual(first.scheduledAt.getTime(), t0 + 10_000, "the first failure waits the first step")
+        yield* TestClock.adjust("10 seconds")
+        assert.strictEqual(yield* Queue.take(ran), 10)
+        assert.strictEqual((yield* nextOutcome(finalized))._tag, "Retry")
+        const second = yield* row("busy.then.fails")
+        assert.strictEqual(second.scheduledAt.getTime(), t0 + 10_000 + 20_000, "the second failure waits the second")
+        assert.strictEqual(second.maxAttempts - second.attempt, 1, "two of its three attempts spent")
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+
   it.effect("JobsSnoozeZeroWakesWorkers: a job snoozed without delay runs again at once, not at the next poll", () =>
     Effect.gen(function* () {
       // TestClock never advances here, so the poll never fires: only the NOTIFY can wake the worker.

@@ -111,7 +111,7 @@ const headersOf = (headers: Record<string, string | ReadonlyArray<string> | unde
   }
 }
 
-type Checked<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly reason: string }
+export type Checked<A> = { readonly ok: true; readonly value: A } | { readonly ok: false; readonly reason: string }
 const ok = <A>(value: A): Checked<A> => ({ ok: true, value })
 const no = (reason: string): Checked<never> => ({ ok: false, reason })
 
@@ -126,7 +126,7 @@ const jsonOf = (part: string): unknown => {
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 
 /** RFC 8292: `Authorization: vapid t=<JWT>, k=<key>`, the JWT ES256-signed by `k`, its claims valid now. */
-const checkVapid = (
+export const checkVapid = (
   authorization: string | undefined,
   origin: string,
   nowSeconds: number,
@@ -169,7 +169,11 @@ const checkVapid = (
   return ok({ aud, exp, sub, key: k, token })
 }
 
-const decrypt = (body: Buffer, subscription: BrowserSubscription): Checked<string> => {
+/** The plaintext of an aes128gcm message (RFC 8291) to `subscription`, as its browser would decrypt it. */
+export const decrypt = (
+  body: Buffer,
+  subscription: Pick<BrowserSubscription, "ecdh" | "authSecret">,
+): Checked<string> => {
   try {
     const plaintext = ece.decrypt(body, {
       version: "aes128gcm",
