@@ -34,6 +34,11 @@ export interface Checked {
 export interface Run {
   readonly subscriptionId: string
   readonly job: bigint
+  /**
+   * The job's attempt this run is: once a later one is claimed (the job was rescued from a worker
+   * whose lease lapsed while this run went on), the run reads the slot as lost and stops sending.
+   */
+  readonly attempt: number
   /** When the run began (by its `Clock`): it snoozes 0 after `Drain.maxRunMillis`. */
   readonly start: number
   /** Keep-alive connections and opened secrets, shared by the run's requests. */
@@ -61,13 +66,14 @@ export interface Run {
   lastRequestMillis: number | undefined
 }
 
-/** A run of `job` on the subscription; its connections close with the scope. */
-export const makeRun = (drain: Drain, subscriptionId: string, job: bigint) =>
+/** A run of `job`'s `attempt` on the subscription; its connections close with the scope. */
+export const makeRun = (drain: Drain, subscriptionId: string, job: bigint, attempt: number) =>
   Effect.gen(function* () {
     const start = yield* Clock.currentTimeMillis
     return {
       subscriptionId,
       job,
+      attempt,
       start,
       // Closed when the run ends: no connection outlives the run whose sends checked it.
       connections: yield* OutboundSender.connections(drain.config.policy),
@@ -130,7 +136,7 @@ const recordAndReadNext = (drain: Drain, run: Run, sent: ReadonlyArray<Sent>, af
     const asked = run.size
     const inStatement = drain.permissions.inSql !== undefined
     const token = WebhookNumbering.newToken()
-    const read = { subscriptionId: run.subscriptionId, job: run.job, after, limit: asked }
+    const read = { subscriptionId: run.subscriptionId, job: run.job, attempt: run.attempt, after, limit: asked }
     const rows = yield* recordAndReadStatement(drain, read, sent, inStatement ? token : null).pipe(
       Effect.withSpan("WebhookDrainer.recordAndReadNext", { attributes: { "webhook.deliveries": sent.length } }),
     )

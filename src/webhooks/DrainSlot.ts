@@ -113,3 +113,15 @@ export const release = (sql: SqlClient.SqlClient, subscriptionId: string, job: b
     SELECT webhook_drain_release(${subscriptionId}::uuid, ${job}) AS outcome`.pipe(
     Effect.map((rows) => rows[0]?.outcome ?? "lost"),
   )
+
+/**
+ * A later attempt of `job` than `attempt` has been claimed: the job was rescued from a worker
+ * whose lease lapsed while this run went on, and the newer run drains now. The stale run's reads
+ * come back empty (`PendingDeliveries`), and it ends rather than let go of a slot it no longer
+ * holds.
+ */
+export const superseded = (sql: SqlClient.SqlClient, job: bigint, attempt: number) =>
+  sql<{ later: boolean }>`
+    SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ${job} AND attempt > ${attempt}) AS later`.pipe(
+    Effect.map((rows) => rows[0]?.later === true),
+  )

@@ -68,6 +68,7 @@ const readWhenDry = (drain: Drain, run: Run, news: News) =>
     const lastChance = quiet && !news.fresh()
     run.queue = yield* readNext(drain, run, news, run.after, true)
     if (run.queue.length > 0) return "read" as const
+    if (yield* DrainSlot.superseded(drain.sql, run.job, run.attempt)) return "done" as const
     if (drain.lingers && !lastChance) return "next" as const
     if ((yield* DrainSlot.release(drain.sql, run.subscriptionId, run.job)) !== "pending") return "done" as const
     news.mark()

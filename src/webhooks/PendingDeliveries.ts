@@ -76,7 +76,16 @@ export type DeliveryState = "delivered" | "pending" | "dead"
  * order; none when nothing is pending or the slot is lost) and `g` (which of them are to be sent
  * as far as this statement can tell: `go`).
  */
-const pendingCtes = (drain: Drain, subscriptionId: string, job: bigint, after: bigint, limit: number) => drain.sql`
+const pendingCtes = (
+  drain: Drain,
+  read: {
+    readonly subscriptionId: string
+    readonly job: bigint
+    readonly attempt: number
+    readonly after: bigint
+    readonly limit: number
+  },
+) => drain.sql`
   h AS MATERIALIZED (
     SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence AS existing, d.attempts,
            s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
@@ -92,11 +101,13 @@ const pendingCtes = (drain: Drain, subscriptionId: string, job: bigint, after: b
     JOIN webhook_subscriptions AS s ON s.id = w.subscription_id
     CROSS JOIN LATERAL (
       SELECT * FROM webhook_deliveries
-      WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${after}
-      ORDER BY event_seq LIMIT ${limit}
+      WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${read.after}
+      ORDER BY event_seq LIMIT ${read.limit}
     ) AS d
     LEFT JOIN event_log AS e ON e.seq = d.event_seq AND ${timeOf(drain.sql, drain.sql`d.event_at`)}
-    WHERE w.subscription_id = ${subscriptionId}::uuid AND w.job_id = ${job}
+    WHERE w.subscription_id = ${read.subscriptionId}::uuid AND w.job_id = ${read.job}
+      -- A later attempt of the job runs elsewhere: this run is stale and must not send beside it.
+      AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = w.job_id AND j.attempt > ${read.attempt})
   ), g AS (
     SELECT "deliveryId", "eventSeq", existing, sendable, sendable AND coalesce(allowed, false) AS go
     FROM (SELECT *, (state = 'active' AND "eventSeq" > "startedSeq" AND present AND scoped) AS sendable FROM h) AS x
@@ -188,14 +199,14 @@ export const recordAttempts = (
  */
 export const recordAndReadStatement = (
   drain: Drain,
-  read: { readonly subscriptionId: string; readonly job: bigint; readonly after: bigint; readonly limit: number },
+  read: Parameters<typeof pendingCtes>[1],
   sent: ReadonlyArray<Sent>,
   token: string | null,
 ) => {
   const sql = drain.sql
   return sql<PendingDelivery & { readonly numbered: boolean }>`
     WITH ${sent.length === 0 ? sql`` : sql`${attemptsCtes(sql, sent)},`}
-    ${pendingCtes(drain, read.subscriptionId, read.job, read.after, read.limit)}, p AS (
+    ${pendingCtes(drain, read)}, p AS (
       SELECT ${progressOf(sql, sent)}, ${token === null ? sql`false` : sql`coalesce(bool_or(go), false)`} AS numbering,
              (count(*) FILTER (WHERE go AND existing IS NULL))::int AS fresh,
              (SELECT "tokenSeen" FROM h LIMIT 1) AS token_seen

@@ -94,7 +94,7 @@ export const makeWith = (options: Drain.DrainOptions = {}) =>
       if (owner === undefined) return
       if (!(yield* inFlight.enter(owner))) return yield* new JobKind.JobSnooze({ delay: WebhookInFlight.snooze() })
       yield* Effect.addFinalizer(() => inFlight.leave(owner))
-      const state = yield* makeRun(drain, subscriptionId, job.id)
+      const state = yield* makeRun(drain, subscriptionId, job.id, job.attempt)
       const news = yield* listen(subscriptionId)
       // Whatever ends the run (a failed statement, a shutdown interrupting a request), the 2xx
       // answers already received go on record if the database takes them, and the numbers of what

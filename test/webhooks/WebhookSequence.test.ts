@@ -1,5 +1,5 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer, Queue, Redacted } from "effect"
+import { Duration, Effect, Fiber, Layer, Queue, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { Webhook } from "standardwebhooks"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
@@ -314,5 +314,47 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
         )
       }).pipe(Effect.scoped),
     120_000,
+  )
+
+  it.effect(
+    "WebhookStaleDrainRunStops: a drain run whose job was rescued and claimed again (a later attempt) sends nothing more beside the new run; the new run delivers the rest in order, once each",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        let hold: () => void = () => {}
+        const held = new Promise<void>((resolve) => {
+          hold = resolve
+        })
+        let first = true
+        const receiver = yield* WebhookReceiver.start(() => {
+          const after = first ? held : undefined
+          first = false
+          return { status: 200, ...(after === undefined ? {} : { after }) }
+        })
+        const sub = yield* TestWebhooks.subscribe("owner-stale", receiver.url("/stale"), ["stale-a"])
+        for (let i = 0; i < 12; i++) yield* append("stale-a", i)
+        yield* TestWebhooks.round()
+        const info = yield* TestWebhooks.drainJob(sub.id)
+        const kind = yield* WebhookDrainer.makeWith({ linger: 0, readAhead: 1, maxReadAhead: 1 })
+        const stale = yield* kind.run({ subscription: sub.id }, info).pipe(Effect.forkScoped)
+        yield* Queue.take(receiver.received)
+        // What a rescue and a claim elsewhere do to the job row while this run waits on its request.
+        yield* sql`UPDATE jobs SET attempt = ${info.attempt + 1} WHERE id = ${info.id}`
+        hold()
+        yield* Fiber.await(stale)
+        const sentByStale = receiver.log.length
+        assert.isAtMost(sentByStale, 2, "at most what it had in hand when its job moved on")
+        assert.isFalse(yield* nonePending(sub.id), "the rest is left to the newer run")
+
+        yield* kind.run({ subscription: sub.id }, { ...info, attempt: info.attempt + 1 })
+        assert.isTrue(yield* nonePending(sub.id))
+        const arrived = receiver.log.map((r) => envelope(r).data.i)
+        assert.deepStrictEqual(
+          arrived,
+          Array.from({ length: 12 }, (_, i) => i),
+          "each once, in seq order",
+        )
+      }).pipe(Effect.scoped),
+    60_000,
   )
 })
