@@ -22,6 +22,7 @@ import jobsAttemptInteger from "../../migrations/0011_jobs_attempt_integer.ts"
 import push from "../../migrations/0012_push.ts"
 import eventLogSequencing from "../../migrations/0013_event_log_sequencing.ts"
 import retention from "../../migrations/0015_retention.ts"
+import webhookOptions from "../../migrations/0016_webhook_options.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -38,6 +39,7 @@ export const migrations = {
   "0012_push": push,
   "0013_event_log_sequencing": eventLogSequencing,
   "0015_retention": retention,
+  "0016_webhook_options": webhookOptions,
 } as const
 
 /** The table in which the migrator records applied migrations. */

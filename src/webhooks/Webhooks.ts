@@ -1,5 +1,5 @@
 /**
- * Webhook subscriptions: create, disable, enable, rotate the secret, delete, read.
+ * Webhook subscriptions: create, update, disable, enable, rotate the secret, delete, read.
  *
  * A subscription belongs to an owner principal, targets one URL, filters by event type (none: all
  * types) and covers a set of spaces; it receives the events committed after its creation, in seq
@@ -7,7 +7,11 @@
  * code, and is stored sealed (AES-256-GCM) so a database dump alone does not reveal it. After a
  * rotation the old secret stays valid for 24 h and deliveries are signed with both.
  *
- * Targets are validated at creation for fast feedback; the address actually dialed is checked
+ * An update changes the target, the filter, the scope or the delivery options
+ * (`SubscriptionOptions`) in one transaction; deliveries already created keep their events, and
+ * every one still pending goes to the new URL.
+ *
+ * Targets are validated at creation and update for fast feedback; the address actually dialed is checked
  * again at every delivery. The rest of the input is validated before any SQL: an
  * `InvalidSubscription` names the field (`owner`, `scope[3]`, `eventTypes[0]`) and nothing is
  * written. Event types must be valid event types (`Event.eventTypePattern`) and match exactly, so
@@ -28,6 +32,7 @@ import { firstIssue } from "../platform/FieldIssue.ts"
 import { storableCheck } from "../platform/StorableText.ts"
 import { isUuid } from "../platform/Uuid.ts"
 import * as DeliveryHistory from "./DeliveryHistory.ts"
+import { ExtraHeaders, normalize, RateLimit } from "./SubscriptionOptions.ts"
 import { type Resumed, resume, type SeqNotInLog } from "./SubscriptionResume.ts"
 import { type DisabledCause, disable } from "./SubscriptionStates.ts"
 import { WebhookConfig } from "./WebhookConfig.ts"
@@ -45,8 +50,7 @@ export const maxEventTypes = 100
 
 const Text = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(200), storableCheck)
 
-export const NewSubscription = Schema.Struct({
-  owner: Text,
+const changeable = {
   url: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(2048), storableCheck),
   /** Event types to receive, each matched exactly; empty for all. */
   eventTypes: Schema.Array(EventType).check(
@@ -57,8 +61,24 @@ export const NewSubscription = Schema.Struct({
     Schema.isMinLength(1, { message: "at least one space" }),
     Schema.isMaxLength(maxScope, { message: `at most ${maxScope} spaces` }),
   ),
-})
+  /** Requests per second the drainer never exceeds for this endpoint; null or absent: no limit. */
+  rateLimit: Schema.optional(Schema.NullOr(RateLimit)),
+  /** Extra request headers; never one bothy sets itself. */
+  headers: Schema.optional(ExtraHeaders),
+}
+
+export const NewSubscription = Schema.Struct({ owner: Text, ...changeable })
 export type NewSubscription = typeof NewSubscription.Type
+
+/** What an update may change; absent fields stay as they are (`rateLimit: null` removes the limit). */
+export const SubscriptionPatch = Schema.Struct({
+  url: Schema.optional(changeable.url),
+  eventTypes: Schema.optional(changeable.eventTypes),
+  scope: Schema.optional(changeable.scope),
+  rateLimit: changeable.rateLimit,
+  headers: changeable.headers,
+})
+export type SubscriptionPatch = typeof SubscriptionPatch.Type
 
 export interface Subscription {
   readonly id: string
@@ -72,6 +92,9 @@ export interface Subscription {
   readonly lastDeliveredSeq: bigint
   /** The last `sequence` a delivery of the subscription took (numbers are taken when first sent). */
   readonly sequence: bigint
+  readonly rateLimit: number | null
+  /** Extra request headers, names in lower case. */
+  readonly headers: Readonly<Record<string, string>>
 }
 
 export interface EnableOptions {
@@ -102,16 +125,39 @@ const insertSubscription = (sql: SqlClient.SqlClient, valid: NewSubscription, ur
   sql.withTransaction(
     Effect.gen(function* () {
       const [row] = yield* sql<{ id: string }>`
-        INSERT INTO webhook_subscriptions (owner, url, secret_sealed, event_types, started_seq, last_delivered_seq)
+        INSERT INTO webhook_subscriptions
+          (owner, url, secret_sealed, event_types, started_seq, last_delivered_seq, rate_limit, headers)
         SELECT ${valid.owner}, ${url.toString()}, ${sealed}, ${valid.eventTypes as Array<string>}::text[],
-               value, value
+               value, value, ${valid.rateLimit ?? null}, ${JSON.stringify(normalize(valid.headers ?? {}))}::jsonb
         FROM event_seq
         RETURNING id::text`
-      // One array parameter, not two per space: the protocol allows 65,535 parameters at most.
-      yield* sql`
-        INSERT INTO webhook_subscription_spaces (space_id, subscription_id)
-        SELECT DISTINCT unnest(${valid.scope as Array<string>}::text[]), ${row!.id}::uuid`
+      yield* insertScope(sql, row!.id, valid.scope)
       return row!.id
+    }),
+  )
+
+// One array parameter, not two per space: the protocol allows 65,535 parameters at most.
+const insertScope = (sql: SqlClient.SqlClient, id: string, scope: ReadonlyArray<string>) => sql`
+  INSERT INTO webhook_subscription_spaces (space_id, subscription_id)
+  SELECT DISTINCT unnest(${scope as Array<string>}::text[]), ${id}::uuid`
+
+/** The patch's fields in one transaction; `false` when no such subscription. */
+const updateSubscription = (sql: SqlClient.SqlClient, id: string, patch: SubscriptionPatch, url: URL | undefined) =>
+  sql.withTransaction(
+    Effect.gen(function* () {
+      const rows = yield* sql`
+        UPDATE webhook_subscriptions SET
+          url = coalesce(${url?.toString() ?? null}, url),
+          event_types = coalesce(${(patch.eventTypes as Array<string> | undefined) ?? null}::text[], event_types),
+          rate_limit = CASE WHEN ${patch.rateLimit !== undefined} THEN ${patch.rateLimit ?? null}::float8 ELSE rate_limit END,
+          headers = coalesce(${patch.headers === undefined ? null : JSON.stringify(normalize(patch.headers))}::jsonb, headers)
+        WHERE id = ${id}::uuid RETURNING id`
+      if (rows.length === 0) return false
+      if (patch.scope !== undefined) {
+        yield* sql`DELETE FROM webhook_subscription_spaces WHERE subscription_id = ${id}::uuid`
+        yield* insertScope(sql, id, patch.scope)
+      }
+      return true
     }),
   )
 
@@ -120,7 +166,7 @@ const selectSubscription = (sql: SqlClient.SqlClient, id: string) =>
     sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
       SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
              s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
-             s.last_sequence AS sequence,
+             s.last_sequence AS sequence, s.rate_limit AS "rateLimit", s.headers,
              (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
                AS scope
       FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid`,
@@ -137,6 +183,11 @@ export class Webhooks extends Context.Service<
       InvalidSubscription | UnsafeWebhookTarget | SqlError
     >
     readonly get: (id: string) => Effect.Effect<Subscription, SubscriptionNotFound | SqlError>
+    /** The patch's fields changed together; the subscription as it is now. */
+    readonly update: (
+      id: string,
+      patch: SubscriptionPatch,
+    ) => Effect.Effect<Subscription, InvalidSubscription | UnsafeWebhookTarget | SubscriptionNotFound | SqlError>
     readonly disable: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
     /**
      * Active again (a subscription that is active already is left as it is). From the head of the
@@ -180,6 +231,16 @@ export class Webhooks extends Context.Service<
         return row
       })
 
+      const update = Effect.fn("Webhooks.update")(function* (id: string, patch: SubscriptionPatch) {
+        yield* checkId(id)
+        const valid = yield* Schema.decodeUnknownEffect(SubscriptionPatch)(patch).pipe(
+          Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
+        )
+        const url = valid.url === undefined ? undefined : yield* validateUrl(valid.url, config.policy)
+        if (!(yield* updateSubscription(sql, id, valid, url))) return yield* new SubscriptionNotFound({ id })
+        return yield* get(id)
+      })
+
       const disableOne = Effect.fn("Webhooks.disable")(function* (id: string) {
         yield* get(id)
         yield* disable([id], "manual" satisfies DisabledCause).pipe(Effect.provideService(SqlClient.SqlClient, sql))
@@ -217,7 +278,7 @@ export class Webhooks extends Context.Service<
         yield* found(id, rows.length)
       })
 
-      return Webhooks.of({ create, get, disable: disableOne, enable, rotateSecret, remove })
+      return Webhooks.of({ create, get, update, disable: disableOne, enable, rotateSecret, remove })
     }),
   )
 }

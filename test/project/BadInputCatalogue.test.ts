@@ -210,6 +210,28 @@ const subscriptionCases: ReadonlyArray<Case> = [
     { scope: many(40_000, (i) => `space-${i}`) },
     "scope",
   ),
+  subscriptionCase("zero rate limit", { rateLimit: 0 }, "rateLimit"),
+  subscriptionCase("infinite rate limit", { rateLimit: Number.POSITIVE_INFINITY }, "rateLimit"),
+  subscriptionCase("rate limit as text", { rateLimit: "5" }, "rateLimit"),
+  subscriptionCase(
+    "a signature header",
+    { headers: { "Webhook-Signature": "v1,forged" } },
+    'headers["Webhook-Signature"]',
+  ),
+  subscriptionCase("a webhook-* header", { headers: { "webhook-anything": "x" } }, 'headers["webhook-anything"]'),
+  subscriptionCase("content-type", { headers: { "content-type": "text/plain" } }, 'headers["content-type"]'),
+  subscriptionCase("a name that is no token", { headers: { "x key": "v" } }, 'headers["x key"]'),
+  subscriptionCase(
+    "CRLF in a value (header smuggling)",
+    { headers: { "x-key": "v\r\nwebhook-id: x" } },
+    'headers["x-key"]',
+  ),
+  subscriptionCase("a header spelled twice", { headers: { "X-Key": "a", "x-key": "b" } }, "headers"),
+  subscriptionCase(
+    "21 headers",
+    { headers: Object.fromEntries(many(21, (i) => `x-h${i}`).map((name) => [name, "v"])) },
+    "headers",
+  ),
 ]
 
 // --- job inserts ---

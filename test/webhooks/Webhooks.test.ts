@@ -244,4 +244,59 @@ layer(Live, { excludeTestServices: true })("Webhooks", (it) => {
       assert.throws(() => verify(sub.secret, after))
     }).pipe(Effect.scoped),
   )
+
+  it.effect(
+    "WebhooksUpdateChangesTargetFilterScopeAndOptions: one update changes them together; the next round follows it; a bad patch changes nothing",
+    () =>
+      Effect.gen(function* () {
+        const webhooks = yield* Webhooks
+        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+        for (const space of ["upd-a", "upd-b"]) yield* PermissionGrants.grant("owner-u", webhookDeliver, space)
+        const { id } = yield* webhooks.create({
+          owner: "owner-u",
+          url: receiver.url("/before"),
+          scope: ["upd-a"],
+          eventTypes: [],
+          rateLimit: 5,
+          headers: { "X-Api-Key": "k1" },
+        })
+        const created = yield* webhooks.get(id)
+        assert.deepStrictEqual([created.rateLimit, created.headers], [5, { "x-api-key": "k1" }])
+
+        const updated = yield* webhooks.update(id, {
+          url: receiver.url("/after"),
+          eventTypes: ["item.moved"],
+          scope: ["upd-b"],
+          rateLimit: null,
+          headers: { "X-Tenant": "t9" },
+        })
+        assert.deepStrictEqual(
+          [updated.url, updated.eventTypes, updated.scope, updated.rateLimit, updated.headers],
+          [receiver.url("/after"), ["item.moved"], ["upd-b"], null, { "x-tenant": "t9" }],
+        )
+        // An absent field stays as it is.
+        assert.deepStrictEqual((yield* webhooks.update(id, { rateLimit: 0.5 })).scope, ["upd-b"])
+
+        yield* append("upd-a", "item.moved", { n: 1 })
+        yield* append("upd-b", "item.created", { n: 2 })
+        const e3 = yield* append("upd-b", "item.moved", { n: 3 })
+        assert.strictEqual((yield* round)._tag, "Processed")
+        assert.deepStrictEqual(
+          (yield* deliveries(id)).map((d) => d.eventSeq),
+          [e3.lastSeq],
+          "only the new scope's new type",
+        )
+
+        const refused = yield* Effect.flip(
+          webhooks.update(id, { url: receiver.url("/x"), headers: { "webhook-id": "forged" } }),
+        )
+        assert.deepStrictEqual(
+          [refused._tag, refused._tag === "InvalidSubscription" && refused.field],
+          ["InvalidSubscription", 'headers["webhook-id"]'],
+        )
+        assert.strictEqual((yield* webhooks.get(id)).url, receiver.url("/after"), "nothing written")
+        const missing = yield* Effect.flip(webhooks.update("00000000-0000-4000-8000-000000000000", { rateLimit: 1 }))
+        assert.strictEqual(missing._tag, "SubscriptionNotFound")
+      }).pipe(Effect.scoped),
+  )
 })
