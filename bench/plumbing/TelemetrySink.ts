@@ -22,6 +22,8 @@ export interface SinkStats {
   readonly traceExports: number
   readonly traceBytes: number
   readonly spans: number
+  /** Spans by name, most first: what the exporter's work is made of. */
+  readonly spansByName: Record<string, number>
   /** Exports whose body was not the OTLP JSON shape (counted, not failed: the figure would lie). */
   readonly malformedExports: number
   readonly scrapes: number
@@ -66,10 +68,12 @@ export const start = Effect.gen(function* () {
 })
 
 if (import.meta.main) {
+  const names = new Map<string, number>()
   const zero = (): { -readonly [K in keyof SinkStats]: SinkStats[K] } => ({
     traceExports: 0,
     traceBytes: 0,
     spans: 0,
+    spansByName: {},
     malformedExports: 0,
     scrapes: 0,
     failedScrapes: 0,
@@ -79,7 +83,7 @@ if (import.meta.main) {
   let stats = zero()
   type OtlpBody = {
     readonly resourceSpans?: ReadonlyArray<{
-      readonly scopeSpans?: ReadonlyArray<{ readonly spans?: ReadonlyArray<unknown> }>
+      readonly scopeSpans?: ReadonlyArray<{ readonly spans?: ReadonlyArray<{ readonly name?: string }> }>
     }>
   }
   const collector = createServer((req, res) => {
@@ -91,8 +95,14 @@ if (import.meta.main) {
       stats.traceBytes += body.length
       try {
         const parsed = JSON.parse(body.toString("utf8")) as OtlpBody
-        for (const r of parsed.resourceSpans ?? [])
-          for (const s of r.scopeSpans ?? []) stats.spans += s.spans?.length ?? 0
+        for (const r of parsed.resourceSpans ?? []) {
+          for (const s of r.scopeSpans ?? []) {
+            for (const span of s.spans ?? []) {
+              stats.spans++
+              names.set(span.name ?? "", (names.get(span.name ?? "") ?? 0) + 1)
+            }
+          }
+        }
       } catch {
         stats.malformedExports++
       }
@@ -118,8 +128,10 @@ if (import.meta.main) {
     )
   process.on("message", (m: ToChild) => {
     if (m === "stats") {
-      process.send?.({ stats } satisfies FromChild)
+      const spansByName = Object.fromEntries([...names].sort((a, b) => b[1] - a[1]))
+      process.send?.({ stats: { ...stats, spansByName } } satisfies FromChild)
       stats = zero()
+      names.clear()
       return
     }
     if (scraper !== undefined) clearInterval(scraper)
