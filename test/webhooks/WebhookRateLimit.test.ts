@@ -46,13 +46,22 @@ const clockedReceiver = (answer: (n: number) => number) =>
     return { receiver, arrivals }
   })
 
+type DrainKind = Effect.Success<ReturnType<typeof WebhookDrainer.makeWith>>
+
+/** One run of the drain job `info`, as the job runtime would start it: the snooze it asks for, or `undefined` once it let go. */
+const runOnce = (kind: DrainKind, subscription: string, info: JobInfo) =>
+  kind.run({ subscription }, info).pipe(
+    Effect.as(undefined),
+    Effect.catchTag("JobSnooze", (snooze) => Effect.succeed(snooze.delay)),
+  )
+
 /**
  * Runs the drain job `info` by hand until it lets the slot go, alternating between `kinds` (built
  * apart: nothing in memory carries over), moving the `TestClock` by every wait the drainers signal
  * and every snooze they ask for. The snoozes' delays come back.
  */
 const drainByHand = (
-  kinds: ReadonlyArray<Effect.Success<ReturnType<typeof WebhookDrainer.makeWith>>>,
+  kinds: ReadonlyArray<DrainKind>,
   subscription: string,
   info: JobInfo,
   paced: Queue.Queue<Duration.Duration>,
@@ -61,10 +70,7 @@ const drainByHand = (
     const mover = yield* Effect.forkChild(Effect.forever(Effect.flatMap(Queue.take(paced), TestClock.adjust)))
     const snoozes: Array<number> = []
     for (let k = 0; k < 200; k++) {
-      const delay = yield* kinds[k % kinds.length]!.run({ subscription }, info).pipe(
-        Effect.as(undefined),
-        Effect.catchTag("JobSnooze", (snooze) => Effect.succeed(snooze.delay)),
-      )
+      const delay = yield* runOnce(kinds[k % kinds.length]!, subscription, info)
       if (delay === undefined) break
       snoozes.push(Duration.toMillis(delay))
       yield* TestClock.adjust(delay)
@@ -141,10 +147,7 @@ layer(Live, { excludeTestServices: true })("Webhook delivery options", (it) => {
         const [kind] = yield* signalledKinds(1, paced, 3)
         const info = yield* TestWebhooks.drainJob(sub.id)
         // No limit: the first run's three requests go out at once (the clock does not move).
-        const first = yield* kind!.run({ subscription: sub.id }, info).pipe(
-          Effect.as(undefined),
-          Effect.catchTag("JobSnooze", (snooze) => Effect.succeed(snooze.delay)),
-        )
+        const first = yield* runOnce(kind!, sub.id, info)
         assert.isDefined(first, "the run bound: 3 steps")
         assert.strictEqual(arrivals.length, 3)
         assert.deepStrictEqual(gaps(arrivals.map((a) => a.at)), [0, 0])
