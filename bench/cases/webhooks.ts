@@ -977,10 +977,15 @@ const carryOver = (report: Report, parts: ReadonlySet<string>): Report => {
     take(previous.baseline, baseline, s.baseline)
     targets.push(...(previous.targets ?? []).filter((t) => s.target.test(t.name)))
   }
+  // A part the earlier file carried over itself keeps the date it was measured.
+  const earlier = previous.conditions?.carriedOver as
+    | { readonly parts?: ReadonlyArray<string>; readonly measured?: Record<string, string> }
+    | undefined
+  const carried = missing.filter((p) => sectionsOf[p].results.some((k) => previous.results?.[k] !== undefined))
   conditions.carriedOver = {
-    note: "parts not run this time: their conditions, figures and targets are those of the earlier run",
-    parts: missing.filter((p) => sectionsOf[p].results.some((k) => previous.results?.[k] !== undefined)),
-    measured: previous.date,
+    note: "parts not run this time: their conditions, figures and targets are those of the earlier run measured at the date given",
+    parts: carried,
+    measured: Object.fromEntries(carried.map((p) => [p, earlier?.measured?.[p] ?? previous.date])),
   }
   return { ...report, conditions, results, baseline, targets }
 }
