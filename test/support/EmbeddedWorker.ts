@@ -22,13 +22,17 @@ export const dataDirIn = (line: string) => /\(data in (.+?)\)/.exec(line)?.[1] ?
 export const postmasterPid = (dataDir: string) =>
   Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[0])
 
-/** Starts `bothy worker` with `env` in its own process group (as from a terminal). */
-export const start = (env: Record<string, string>, options: NodeProcess.StartOptions = {}) =>
+/** Starts `bothy worker` (or the command `args` name) with `env` in its own process group (as from a terminal). */
+export const start = (
+  env: Record<string, string>,
+  options: NodeProcess.StartOptions = {},
+  args: ReadonlyArray<string> = ["worker"],
+) =>
   Effect.gen(function* () {
     const port = String(yield* TestServer.freePort)
     const worker = yield* NodeProcess.start(
       NodeProcess.bothy,
-      ["worker"],
+      args,
       { BOTHY_EMBEDDED_PORT: port, ...env },
       { detached: true, ...options },
     )

@@ -13,10 +13,11 @@
  *
  * Plain HTTP on 127.0.0.1: a test's outbound policy allows http loopback, as the webhook tests' does.
  */
-import { createECDH, createPublicKey, type ECDH, randomBytes, verify } from "node:crypto"
+import { createECDH, type ECDH, randomBytes, verify } from "node:crypto"
 import type { ServerResponse } from "node:http"
 import { Clock, Effect, Queue } from "effect"
 import ece from "http_ece"
+import { verifyingKey } from "../../src/push/PushVapid.ts"
 import * as LoopbackServer from "./LoopbackServer.ts"
 
 /** What the service answers a message that passed its checks. */
@@ -124,25 +125,6 @@ const jsonOf = (part: string): unknown => {
 
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 
-/** The P-256 public key `k` (65 bytes, uncompressed) as a KeyObject, or undefined. */
-const publicKeyOf = (k: string) => {
-  const bytes = Buffer.from(k, "base64url")
-  if (bytes.length !== 65 || bytes[0] !== 0x04) return undefined
-  try {
-    return createPublicKey({
-      key: {
-        kty: "EC",
-        crv: "P-256",
-        x: bytes.subarray(1, 33).toString("base64url"),
-        y: bytes.subarray(33).toString("base64url"),
-      },
-      format: "jwk",
-    })
-  } catch {
-    return undefined
-  }
-}
-
 /** RFC 8292: `Authorization: vapid t=<JWT>, k=<key>`, the JWT ES256-signed by `k`, its claims valid now. */
 const checkVapid = (
   authorization: string | undefined,
@@ -161,7 +143,7 @@ const checkVapid = (
   const token = params.get("t")
   const k = params.get("k")
   if (token === undefined || k === undefined) return no("Authorization lacks t= or k=")
-  const key = publicKeyOf(k)
+  const key = verifyingKey(k)
   if (key === undefined) return no("k= is not an uncompressed P-256 public key")
   if (expectedKey !== undefined && k !== expectedKey) return no("k= is not the subscription's applicationServerKey")
   const parts = token.split(".")

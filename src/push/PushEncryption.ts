@@ -1,0 +1,104 @@
+/**
+ * Where push messages are encrypted: on threads of their own, so that aes128gcm and its ECDH
+ * (about half a millisecond of CPU per message, and a fresh key pair for each) never hold up the
+ * worker's event loop, on which the rounds, the job claims and every other delivery wait.
+ *
+ * What it keeps true:
+ * - The request is exactly the one `PushRequest.requestOf` makes (the threads run that function),
+ *   and `PushPayloadTooLarge` comes back as the same typed failure.
+ * - A thread that dies (an uncaught error, a `process.exit` in a dependency) fails only the
+ *   messages it had in hand, as defects, so their jobs are retried; the next message starts a
+ *   fresh thread in its place.
+ * - An interrupted build leaves nothing behind: its answer, when it comes, is dropped.
+ * - Closing the scope terminates the threads; they never keep the process alive on their own.
+ *
+ * With 0 threads, messages are encrypted on the calling fiber's thread.
+ */
+import { Worker } from "node:worker_threads"
+import { Effect, type Scope } from "effect"
+import type { SendRequest } from "../outbound/OutboundSender.ts"
+import type { Answer } from "./PushEncryptionThread.ts"
+import * as PushRequest from "./PushRequest.ts"
+
+export interface PushEncryption {
+  readonly build: (input: PushRequest.PushRequestInput) => Effect.Effect<SendRequest, PushRequest.PushPayloadTooLarge>
+}
+
+/** A defect of encryption: web-push threw, or the thread died with the message in hand. */
+export class PushEncryptionDefect extends Error {
+  override readonly name = "PushEncryptionDefect"
+}
+
+// The thread's module sits beside this one, as .ts when run from the sources, .js when built.
+const defaultThread = new URL(
+  import.meta.url.endsWith(".ts") ? "./PushEncryptionThread.ts" : "./PushEncryptionThread.js",
+  import.meta.url,
+)
+
+interface Slot {
+  worker: Worker | undefined
+  readonly waiting: Map<number, (answer: Answer) => void>
+}
+
+const start = (slot: Slot, thread: URL) => {
+  const worker = new Worker(thread)
+  worker.unref()
+  worker.on("message", (answer: Answer) => {
+    const resume = slot.waiting.get(answer.id)
+    slot.waiting.delete(answer.id)
+    resume?.(answer)
+  })
+  const died = (why: string) => {
+    if (slot.worker !== worker) return
+    slot.worker = undefined
+    const waiting = [...slot.waiting.values()]
+    slot.waiting.clear()
+    for (const resume of waiting) resume({ id: -1, defect: `the push encryption thread ${why}` })
+  }
+  worker.on("error", (error) => died(`failed: ${error.message}`))
+  worker.on("exit", (code) => died(`exited with code ${code}`))
+  slot.worker = worker
+  return worker
+}
+
+const answered = (answer: Answer): Effect.Effect<SendRequest, PushRequest.PushPayloadTooLarge> =>
+  "request" in answer
+    ? Effect.succeed(answer.request)
+    : "tooLarge" in answer
+      ? Effect.fail(new PushRequest.PushPayloadTooLarge(answer.tooLarge))
+      : Effect.die(new PushEncryptionDefect(answer.defect))
+
+/**
+ * `threads` encryption threads for the scope's lifetime (0: encrypt on the caller's thread).
+ * `thread` is the threads' module, for tests that need one that dies.
+ */
+export const make = (
+  threads: number,
+  thread: URL = defaultThread,
+): Effect.Effect<PushEncryption, never, Scope.Scope> =>
+  threads <= 0
+    ? Effect.succeed({ build: PushRequest.build })
+    : Effect.gen(function* () {
+        const slots: Array<Slot> = Array.from({ length: threads }, () => ({ worker: undefined, waiting: new Map() }))
+        yield* Effect.addFinalizer(() =>
+          Effect.promise(() => Promise.all(slots.map((slot) => slot.worker?.terminate()))).pipe(Effect.ignore),
+        )
+        let next = 0
+        const build = (input: PushRequest.PushRequestInput) =>
+          Effect.withSpan(
+            Effect.flatMap(
+              Effect.callback<Answer>((resume) => {
+                // The least busy thread, so one slow message does not queue others behind it.
+                const slot = slots.reduce((a, b) => (b.waiting.size < a.waiting.size ? b : a))
+                const worker = slot.worker ?? start(slot, thread)
+                const id = next++
+                slot.waiting.set(id, (answer) => resume(Effect.succeed(answer)))
+                worker.postMessage({ id, input })
+                return Effect.sync(() => slot.waiting.delete(id))
+              }),
+              answered,
+            ),
+            "PushEncryption.build",
+          )
+        return { build }
+      })
