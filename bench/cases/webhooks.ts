@@ -19,6 +19,12 @@
  *      issue 11 (BENCH_WEBHOOK_BACKLOG_BASELINE_REF, checked out for the run), each run in a
  *      fresh child process with the tree's own modules and schema. Targets: >= 500/s for one
  *      subscription, >= 1,500/s for ten together.
+ *   4. The cost of telemetry (`WebhookTelemetryCost.ts`, issue 16): the end-to-end run with metrics
+ *      and tracing off against on, alternating, BENCH_WEBHOOK_TELEMETRY_REPEATS times each: CPU
+ *      per event of the worker process and its PostgreSQL backends. Target: on / off <= 1.1.
+ *
+ * A run of some parts only keeps the other parts' figures of the results file it replaces, each
+ * marked with the date it was measured (`carriedOver`).
  *
  * Nothing in src/ is changed or wrapped: the consumer is `WebhookFanOut.layer`, the worker
  * `JobWorker.layer` with `WebhookDrainer.make` (one drainer per subscription); the phases come
@@ -26,7 +32,7 @@
  * and round even when a live drainer holds the slot (to price that skip).
  */
 import { randomBytes } from "node:crypto"
-import { readFileSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { resolve } from "node:path"
 import { Config, Console, Duration, Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
@@ -41,10 +47,13 @@ import * as Throughput from "../plumbing/Throughput.ts"
 import * as WebhookBacklog from "../plumbing/WebhookBacklog.ts"
 import * as WebhookEndToEnd from "../plumbing/WebhookEndToEnd.ts"
 import * as WebhookRounds from "../plumbing/WebhookRounds.ts"
+import * as WebhookTelemetryCost from "../plumbing/WebhookTelemetryCost.ts"
+
+const allParts = ["endToEnd", "rounds", "backlog", "telemetry"] as const
 
 const settings = Config.all({
   throughput: Throughput.settings,
-  parts: Config.String("BENCH_WEBHOOK_PARTS").pipe(Config.withDefault("endToEnd,rounds,backlog")),
+  parts: Config.String("BENCH_WEBHOOK_PARTS").pipe(Config.withDefault(allParts.join(","))),
   rate: Config.Number("BENCH_WEBHOOK_RATE").pipe(Config.withDefault(500)),
   seconds: Config.Number("BENCH_WEBHOOK_SECONDS").pipe(Config.withDefault(20)),
   subscriptions: Config.Int("BENCH_WEBHOOK_SUBSCRIPTIONS").pipe(Config.withDefault(10)),
@@ -83,6 +92,9 @@ const settings = Config.all({
   // The code before issue 11 drains about 35 deliveries/s for one subscription: 10,000 would take
   // about five minutes a run, so its runs are cut here and measured over what they delivered.
   backlogBaselineSeconds: Config.Number("BENCH_WEBHOOK_BACKLOG_BASELINE_SECONDS").pipe(Config.withDefault(20)),
+  // Issue 16 asks for at least 3 of each arm.
+  telemetryRepeats: Config.Int("BENCH_WEBHOOK_TELEMETRY_REPEATS").pipe(Config.withDefault(3)),
+  scrapeSeconds: Config.Number("BENCH_WEBHOOK_SCRAPE_SECONDS").pipe(Config.withDefault(15)),
 })
 
 const batchSize = 500
@@ -186,7 +198,7 @@ const run = Effect.gen(function* () {
   }
   const e2eRuns: Array<E2E & { readonly repeat: number }> = []
   const baselineRuns: Array<E2E & { readonly repeat: number }> = []
-  if (parts.has("endToEnd") && config.processWarmupSeconds > 0) {
+  if ((parts.has("endToEnd") || parts.has("telemetry")) && config.processWarmupSeconds > 0) {
     yield* Console.log(
       `end to end: process warm-up run, ${config.processWarmupSeconds} s at ${config.rate} events/s (not counted)`,
     )
@@ -657,6 +669,14 @@ const run = Effect.gen(function* () {
     })
   }
 
+  // ---- 4. the cost of telemetry ----
+  const telemetry = parts.has("telemetry")
+    ? yield* WebhookTelemetryCost.measure(
+        { ...e2eConfig, webhookSettings },
+        { repeats: config.telemetryRepeats, scrapeEveryMs: config.scrapeSeconds * 1000 },
+      )
+    : undefined
+
   const m = endToEnd?.median
   const b = baseline?.median
   /** The baseline and value/baseline columns of a row. */
@@ -819,7 +839,7 @@ const run = Effect.gen(function* () {
           met: endToEnd.rateHeldRuns === e2eRuns.length,
         }
 
-  return {
+  const report = {
     conditions: {
       parts: [...parts],
       endToEnd: {
@@ -869,6 +889,7 @@ const run = Effect.gen(function* () {
         order: "each repeat runs the cases in a rotating order",
       },
       backlog: backlogConditions,
+      telemetry: telemetry?.conditions,
       drivers: {
         ours: `@effect/sql-pg ${packageVersion("@effect/sql-pg")}, effect ${packageVersion("effect")}, undici ${packageVersion("undici")}`,
       },
@@ -884,6 +905,7 @@ const run = Effect.gen(function* () {
             },
       rounds,
       backlog,
+      telemetry: telemetry?.results,
     },
     baseline: {
       endToEnd:
@@ -898,14 +920,75 @@ const run = Effect.gen(function* () {
         miss: "diagnostic: the 10,000 subscriptions with their spaces renamed so no event matches: finding an event's subscriptions among 10,000 without creating any delivery",
       },
       backlog: backlogBaseline,
+      telemetry: telemetry === undefined ? undefined : "the same run with telemetry off: the off arm",
     },
-    targets: [latencyTarget, rateTarget, indexTarget, ...backlogMet].filter((t): t is Target => t !== undefined),
+    targets: [latencyTarget, rateTarget, indexTarget, ...backlogMet, ...(telemetry?.targets ?? [])].filter(
+      (t): t is Target => t !== undefined,
+    ),
     table: {
       columns: ["measure", "case", "unit", "value", "baseline", "value/baseline", "target"],
-      rows: [...e2eTable, ...diagTable, ...roundTable, ...backlogTable],
+      rows: [...e2eTable, ...diagTable, ...roundTable, ...backlogTable, ...(telemetry?.table ?? [])],
     },
   } satisfies Report
+  return carryOver(report, parts)
 })
+
+/** The sections of the results file each part writes, and the targets it sets (by name). */
+const sectionsOf = {
+  endToEnd: {
+    conditions: ["endToEnd"],
+    results: ["endToEnd", "endToEndDiagnostic"],
+    baseline: ["endToEnd"],
+    target: /^(end-to-end|producer held)/,
+  },
+  rounds: { conditions: ["rounds"], results: ["rounds"], baseline: ["rounds"], target: /^matching/ },
+  backlog: { conditions: ["backlog"], results: ["backlog"], baseline: ["backlog"], target: /^backlog/ },
+  telemetry: { conditions: ["telemetry"], results: ["telemetry"], baseline: ["telemetry"], target: /^telemetry/ },
+} as const satisfies Record<(typeof allParts)[number], unknown>
+
+type Sections = Record<string, unknown>
+
+/**
+ * A run of some parts keeps the figures of the others from the file it replaces, marked with the
+ * date they were measured, so `BENCH_WEBHOOK_PARTS=telemetry` does not erase the other parts.
+ */
+const carryOver = (report: Report, parts: ReadonlySet<string>): Report => {
+  const missing = allParts.filter((p) => !parts.has(p))
+  const file = resolve(import.meta.dirname, "../results/webhooks.json")
+  if (missing.length === 0 || !existsSync(file)) return report
+  const previous = JSON.parse(readFileSync(file, "utf8")) as {
+    readonly date?: string
+    readonly conditions?: Sections
+    readonly results?: Sections
+    readonly baseline?: Sections
+    readonly targets?: ReadonlyArray<Target>
+  }
+  const take = (from: Sections | undefined, into: Sections, keys: ReadonlyArray<string>) => {
+    for (const k of keys) if (from?.[k] !== undefined && into[k] === undefined) into[k] = from[k]
+  }
+  const conditions: Sections = { ...report.conditions }
+  const results: Sections = { ...(report.results as Sections) }
+  const baseline: Sections = { ...(report.baseline as Sections) }
+  const targets = [...report.targets]
+  for (const part of missing) {
+    const s = sectionsOf[part]
+    take(previous.conditions, conditions, s.conditions)
+    take(previous.results, results, s.results)
+    take(previous.baseline, baseline, s.baseline)
+    targets.push(...(previous.targets ?? []).filter((t) => s.target.test(t.name)))
+  }
+  // A part the earlier file carried over itself keeps the date it was measured.
+  const earlier = previous.conditions?.carriedOver as
+    | { readonly parts?: ReadonlyArray<string>; readonly measured?: Record<string, string> }
+    | undefined
+  const carried = missing.filter((p) => sectionsOf[p].results.some((k) => previous.results?.[k] !== undefined))
+  conditions.carriedOver = {
+    note: "parts not run this time: their conditions, figures and targets are those of the earlier run measured at the date given",
+    parts: carried,
+    measured: Object.fromEntries(carried.map((p) => [p, earlier?.measured?.[p] ?? previous.date])),
+  }
+  return { ...report, conditions, results, baseline, targets }
+}
 
 const RoundTraceKeys = (runs: ReadonlyArray<WebhookRounds.DrainRun>) => Object.keys(runs[0]?.phasesMsPerRound ?? {})
 

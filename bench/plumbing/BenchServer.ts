@@ -151,7 +151,7 @@ const extraSettings = (raw: string): Record<string, string> =>
 
 // Listening on port 0 and closing again leaves a small race with other processes; acceptable
 // for a benchmark, which fails loudly at start if it loses.
-const freePort = Effect.callback<number>((resume) => {
+export const freePort = Effect.callback<number>((resume) => {
   const probe = createServer()
   probe.once("error", (e) => resume(Effect.die(e)))
   probe.listen(0, "127.0.0.1", () => {

@@ -18,6 +18,8 @@ export interface CpuSample {
   readonly client: NodeJS.CpuUsage
   /** Clock ticks the server's processes have used so far. */
   readonly serverTicks: number
+  /** Clock ticks each live backend (child of the postmaster) has used so far, by pid. */
+  readonly backendTicks: ReadonlyMap<number, number>
   readonly idle: number
   readonly total: number
 }
@@ -60,22 +62,26 @@ const CUTIME = 13
 const CSTIME = 14
 
 const serverTicks = (postmaster: number | undefined) => {
-  if (postmaster === undefined) return 0
+  const backends = new Map<number, number>()
+  if (postmaster === undefined) return { ticks: 0, backends }
   let ticks = 0
   let pids: ReadonlyArray<string>
   try {
     pids = readdirSync("/proc").filter((name) => /^\d+$/.test(name))
   } catch {
-    return 0
+    return { ticks: 0, backends }
   }
   for (const pid of pids) {
     const f = statFields(pid)
     if (f === undefined) continue
     const field = (i: number) => Number(f[i] ?? 0)
     if (Number(pid) === postmaster) ticks += field(UTIME) + field(STIME) + field(CUTIME) + field(CSTIME)
-    else if (field(PPID) === postmaster) ticks += field(UTIME) + field(STIME)
+    else if (field(PPID) === postmaster) {
+      ticks += field(UTIME) + field(STIME)
+      backends.set(Number(pid), field(UTIME) + field(STIME))
+    }
   }
-  return ticks
+  return { ticks, backends }
 }
 
 export const sample = (postmaster: number | undefined): CpuSample => {
@@ -85,7 +91,15 @@ export const sample = (postmaster: number | undefined): CpuSample => {
     idle += times.idle
     total += times.user + times.nice + times.sys + times.irq + times.idle
   }
-  return { at: performance.now(), client: process.cpuUsage(), serverTicks: serverTicks(postmaster), idle, total }
+  const server = serverTicks(postmaster)
+  return {
+    at: performance.now(),
+    client: process.cpuUsage(),
+    serverTicks: server.ticks,
+    backendTicks: server.backends,
+    idle,
+    total,
+  }
 }
 
 export const since = (start: CpuSample, end: CpuSample): CpuUsed => {
@@ -96,6 +110,17 @@ export const since = (start: CpuSample, end: CpuSample): CpuUsed => {
     serverCores: round2((end.serverTicks - start.serverTicks) / ticksPerSecond / seconds),
     machineBusy: round2(1 - (end.idle - start.idle) / Math.max(1, end.total - start.total)),
   }
+}
+
+/**
+ * What the backends `pids` used between two samples, in cores: a client's own connections (found in
+ * `pg_stat_activity` by their application name), to take them out of the server's share. A
+ * backend that started after `start` counts from 0; one that ended before `end` is missed.
+ */
+export const backendsCores = (start: CpuSample, end: CpuSample, pids: Iterable<number>) => {
+  let ticks = 0
+  for (const pid of pids) ticks += (end.backendTicks.get(pid) ?? 0) - (start.backendTicks.get(pid) ?? 0)
+  return round2(ticks / ticksPerSecond / ((end.at - start.at) / 1000))
 }
 
 const round2 = (n: number) => Math.round(n * 100) / 100

@@ -36,6 +36,8 @@ export interface ProducerOutput {
   readonly committedAt: Float64Array
   readonly appendMs: Float64Array
   readonly lateTick: Float64Array
+  /** CPU this thread used while producing (`process.threadCpuUsage`), user + system, in microseconds. */
+  readonly cpuMicros?: number
 }
 
 /**
@@ -128,9 +130,12 @@ if (parentPort !== null && workerData !== null && typeof workerData === "object"
       appendMs: new Float64Array(input.total).fill(Number.NaN),
       lateTick: new Float64Array(input.total).fill(Number.NaN),
     }
+    // The host app's CPU, so that a figure of the worker side can leave it out.
+    const cpu0 = process.threadCpuUsage()
     yield* produce(log, { ...input, t0: t0Absolute - performance.timeOrigin }, out)
+    const cpu = process.threadCpuUsage(cpu0)
     const committedAt = out.committedAt.map((at) => at + performance.timeOrigin)
-    port.postMessage({ ...out, committedAt } satisfies ProducerOutput)
+    port.postMessage({ ...out, committedAt, cpuMicros: cpu.user + cpu.system } satisfies ProducerOutput)
   })
   Effect.runFork(program.pipe(Effect.provide(EventLog.layer.pipe(Layer.provide(pool)))))
 }

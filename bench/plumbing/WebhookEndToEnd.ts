@@ -23,13 +23,16 @@
  * Producer, worker side, receiver and PostgreSQL share the machine (and the first three one Node
  * event loop), as a small deployment would.
  */
-import { Context, Duration, Effect, Fiber, Layer, Option } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, Metric, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
+import * as ConsumerMetrics from "../../src/consumer/ConsumerMetrics.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
+import * as Observability from "../../src/ops/Observability.ts"
+import * as Tracing from "../../src/ops/Tracing.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
@@ -43,6 +46,7 @@ import * as CpuUsage from "./CpuUsage.ts"
 import * as DeliveryTrace from "./DeliveryTrace.ts"
 import { type Distribution, distribution } from "./Handoff.ts"
 import * as ProducerThread from "./ProducerThread.ts"
+import type * as TelemetrySink from "./TelemetrySink.ts"
 import * as Throughput from "./Throughput.ts"
 import { owner, spaceOf } from "./WebhookSample.ts"
 
@@ -72,7 +76,25 @@ export interface EndToEndConfig {
   /** Growth of a backlog per second, as a share of the offered rate, still counted as flat. */
   readonly flatSlopeShare: number
   readonly webhookSettings: WebhookSettings
+  /**
+   * The cost of telemetry (issue 16). Absent: the worker side runs under `DeliveryTrace`'s
+   * recorder, for the phase breakdown. `off`: Effect's own tracer and no metrics endpoint, as
+   * `bothy worker` runs with no OTLP endpoint and `metrics.address` off. `on`: as `bothy worker`
+   * with both: `Tracing.layer` exporting over OTLP to `sink`, and `Observability.layer` (the
+   * database gauges and `/metrics` on `metricsPort`) scraped by `sink` every `scrapeEveryMs`.
+   * Either arm has no breakdown (no recorder).
+   */
+  readonly telemetry?: TelemetryArm
 }
+
+export type TelemetryArm =
+  | { readonly on: false }
+  | {
+      readonly on: true
+      readonly sink: Effect.Success<typeof TelemetrySink.start>
+      readonly metricsPort: number
+      readonly scrapeEveryMs: number
+    }
 
 interface Sample {
   /** Seconds since the production start. */
@@ -193,10 +215,38 @@ export const measure = (config: EndToEndConfig) =>
         Layer.provideMerge(server.pool(config.workerConnections)),
       ),
     )
+    const arm = config.telemetry
+    const roundsEnded = Effect.map(
+      Effect.forEach(["Locked", "CaughtUp", "Processed", "Failed"], (outcome) =>
+        Metric.value(Metric.withAttributes(ConsumerMetrics.rounds, { consumer: WebhookFanOut.name, outcome })),
+      ),
+      (states) => states.reduce((n, s) => n + s.count, 0),
+    )
+    const roundsBefore = yield* roundsEnded
+    // As `bothy worker` composes it: the tracer below everything, the endpoint over the worker.
+    const tracing =
+      arm?.on === true
+        ? yield* Layer.build(
+            Tracing.layer(
+              Option.some({
+                url: arm.sink.tracesUrl,
+                serviceName: "bothy-bench",
+                headers: Redacted.make({}),
+                exportInterval: undefined,
+              }),
+            ),
+          )
+        : undefined
+    const instrumented = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      arm === undefined
+        ? Effect.withTracer(effect, trace.tracer)
+        : tracing === undefined
+          ? effect
+          : Effect.provideContext(effect, tracing)
     yield* Effect.gen(function* () {
       const kind = yield* WebhookDrainer.make
       yield* Layer.build(
-        Layer.merge(
+        Layer.mergeAll(
           WebhookFanOut.layer({
             batchSize: config.batchSize,
             pollInterval: config.pollInterval,
@@ -204,13 +254,21 @@ export const measure = (config: EndToEndConfig) =>
             skipHeld: config.skipHeld,
           }),
           JobWorker.layer({ kinds: [kind], queues: { [WebhookFanOut.queue]: { concurrency: config.concurrency } } }),
+          arm?.on === true
+            ? Observability.layer(Option.some({ host: "127.0.0.1", port: arm.metricsPort }))
+            : Layer.empty,
         ),
       )
-    }).pipe(Effect.provide(worker), Effect.withTracer(trace.tracer))
+    }).pipe(Effect.provide(worker), instrumented)
+    if (arm?.on === true) yield* arm.sink.scrape(`http://127.0.0.1:${arm.metricsPort}/metrics`, arm.scrapeEveryMs)
     // Ready: the consumer's start-up round has run and the LISTEN connection is up.
     const stream = Context.get(worker, NotificationStream)
     yield* Effect.gen(function* () {
-      while (trace.roundsEnded() === 0 || Option.isNone(yield* stream.backendPid)) yield* Effect.sleep("10 millis")
+      while (
+        (arm === undefined ? trace.roundsEnded() === 0 : (yield* roundsEnded) === roundsBefore) ||
+        Option.isNone(yield* stream.backendPid)
+      )
+        yield* Effect.sleep("10 millis")
     }).pipe(Effect.timeout("30 seconds"), Effect.orDie)
 
     // ---- sampler: every second from the production start ----
@@ -253,6 +311,7 @@ export const measure = (config: EndToEndConfig) =>
 
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
+    let producerThreadMicros: number | undefined
     const checkpoints0 = yield* checkpoints
     const production = yield* Throughput.timed(
       thread !== undefined
@@ -260,6 +319,7 @@ export const measure = (config: EndToEndConfig) =>
             committedAt.set(out.committedAt)
             appendMs.set(out.appendMs)
             lateTick.set(out.lateTick)
+            producerThreadMicros = out.cpuMicros
           })
         : ProducerThread.produce(
             log!,
@@ -268,7 +328,15 @@ export const measure = (config: EndToEndConfig) =>
           ),
     )
     const producedAt = performance.now()
-    const cpu = CpuUsage.since(cpu0, CpuUsage.sample(postmaster))
+    const cpu1 = CpuUsage.sample(postmaster)
+    const cpu = CpuUsage.since(cpu0, cpu1)
+    // The producer's backends (its pool stays open until the scope ends): the host app's appends, not bothy's.
+    const producerBackendCores = CpuUsage.backendsCores(
+      cpu0,
+      cpu1,
+      (yield* sql<{ pid: number }>`
+        SELECT pid FROM pg_stat_activity WHERE application_name = 'bothy-bench-producer'`).map((r) => r.pid),
+    )
     const checkpointsWhileProducing = (yield* checkpoints) - checkpoints0
     const atProductionEnd = yield* sampleNow(t0)
     const receivedAtProductionEnd = received
@@ -279,6 +347,9 @@ export const measure = (config: EndToEndConfig) =>
     const drainedAt = performance.now()
     yield* Fiber.interrupt(sampler)
     const afterDrain = yield* sampleNow(t0)
+    if (arm?.on === true) yield* arm.sink.scrape(null, arm.scrapeEveryMs)
+    // Counted after the drain: the exporter's last batch of the run has gone out by then.
+    const sinkStats = arm?.on === true ? yield* arm.sink.stats : undefined
     const fdatasyncMsAfter = (yield* Conditions.storage(server.folder)).fdatasyncMs
 
     // ---- events, to map the spans ----
@@ -444,12 +515,44 @@ export const measure = (config: EndToEndConfig) =>
       cpu: {
         ...cpu,
         msPerEvent: round3(((cpu.clientCores + cpu.serverCores) * production.seconds * 1000) / total),
+        bothy: bothyCpu(cpu, producerBackendCores, cpu1.at - cpu0.at, producerThreadMicros, total),
       },
+      telemetry:
+        arm === undefined
+          ? undefined
+          : { on: arm.on, ...(arm.on ? { scrapeEveryMs: arm.scrapeEveryMs, sink: sinkStats } : {}) },
       fdatasyncMsAfter,
       /** Checkpoints (timed or requested) that began while producing. */
       checkpointsWhileProducing,
     }
   }).pipe(Effect.scoped)
+
+/**
+ * The worker side's own CPU per event: this process less the producer thread (the host app), and
+ * the server less the producer's backends. The receiver stays in (it shares the process).
+ */
+const bothyCpu = (
+  cpu: CpuUsage.CpuUsed,
+  producerBackendCores: number,
+  windowMs: number,
+  producerThreadMicros: number | undefined,
+  events: number,
+) => {
+  if (producerThreadMicros === undefined) return undefined
+  const processCores = cpu.clientCores - producerThreadMicros / 1000 / windowMs
+  const serverCores = cpu.serverCores - producerBackendCores
+  const perEvent = (cores: number) => round3((cores * windowMs) / events)
+  return {
+    note: "this process less the producer thread (process.threadCpuUsage there), in cores; the server less the producer's backends; the in-process receiver is counted in",
+    processCores: round3(processCores),
+    producerThreadCores: round3(producerThreadMicros / 1000 / windowMs),
+    serverCores: round3(serverCores),
+    producerBackendCores,
+    processMsPerEvent: perEvent(processCores),
+    serverMsPerEvent: perEvent(serverCores),
+    msPerEvent: perEvent(processCores + serverCores),
+  }
+}
 
 export type EndToEndResult = Effect.Success<ReturnType<typeof measure>>
 export type { Distribution }

@@ -107,6 +107,9 @@ export const layer = (options: {
     Effect.gen(function* () {
       const audience = yield* PushAudience
       const { ttl } = yield* PushConfig
+      // Exported at 0 from the start, as the consumer's own counters are: an increase over a
+      // window is then a loss, and the series never has to appear first.
+      yield* Metric.update(PushMetrics.eventsLost, 0)
       return Consumer.layer({
         ...roundOptions(audience, ttl, options.batchSize),
         pollInterval: options.pollInterval,

@@ -44,6 +44,11 @@ export interface DrainOptions {
    * deliveries that went dead without a request, a disable): tests wait on it instead of polling.
    */
   readonly onRecorded?: (subscriptionId: string) => Effect.Effect<void>
+  /**
+   * Observes each wait of a rate-limited subscription for its next request's turn (`DrainPace`),
+   * once the wait has begun: tests move the `TestClock` on it. Long waits are snoozes instead.
+   */
+  readonly onPaced?: (subscriptionId: string, wait: Duration.Duration) => Effect.Effect<void>
 }
 
 export interface Drain {
@@ -65,6 +70,7 @@ export interface Drain {
   readonly maxAgeMillis: number
   readonly maxInFlightPerOwner: number
   readonly onRecorded: (subscriptionId: string) => Effect.Effect<void>
+  readonly onPaced: ((subscriptionId: string, wait: Duration.Duration) => Effect.Effect<void>) | undefined
   /** Once a minute per subscription at most. */
   readonly warn: (subscriptionId: string, message: string) => Effect.Effect<void>
 }
@@ -99,6 +105,7 @@ export const make = (options: DrainOptions) =>
       maxInFlightPerOwner:
         options.maxInFlightPerOwner ?? config.maxInFlightPerOwner ?? deliveryDefaults.maxInFlightPerOwner,
       onRecorded: options.onRecorded ?? (() => Effect.void),
+      onPaced: options.onPaced,
       warn: ThrottledWarnings.make(Duration.minutes(1)),
     } satisfies Drain
   })

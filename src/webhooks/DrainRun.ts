@@ -62,8 +62,15 @@ export interface Run {
   size: number
   /** The token of the run's last numbering, while the subscription may still hold it. */
   token: string | undefined
-  /** How long the last request took: what the next deliveries read ahead must wait for, each. */
+  /**
+   * How long the last request took, or the rate limit's interval if longer: what the next
+   * deliveries read ahead must wait for, each.
+   */
   lastRequestMillis: number | undefined
+  /** When the subscription's last request started (by `Clock`), by this run or, once read (`DrainPace`), any before it. */
+  lastRequestAt: number | undefined
+  /** `lastRequestAt` is known: this run sent, or read it from the record. */
+  lastRequestKnown: boolean
 }
 
 /** A run of `job`'s `attempt` on the subscription; its connections close with the scope. */
@@ -88,6 +95,8 @@ export const makeRun = (drain: Drain, subscriptionId: string, job: bigint, attem
       size: drain.readAhead,
       token: undefined,
       lastRequestMillis: undefined,
+      lastRequestAt: undefined,
+      lastRequestKnown: false,
     } satisfies Run as Run
   })
 

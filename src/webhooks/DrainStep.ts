@@ -10,6 +10,7 @@ import * as JobKind from "../jobs/JobKind.ts"
 import type { Drain } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
 import { failed, settle } from "./DrainOutcome.ts"
+import * as DrainPace from "./DrainPace.ts"
 import { type Checked, flush, giveBackNumbers, type Run, readNext, recordAnswered, withUnrecorded } from "./DrainRun.ts"
 import * as DrainSlot from "./DrainSlot.ts"
 import { attemptsBy, type PendingDelivery, type Sent, suppress } from "./PendingDeliveries.ts"
@@ -121,7 +122,7 @@ const sendNext = (drain: Drain, run: Run, news: News, d: PendingDelivery) =>
       ],
       { concurrency: 2 },
     )
-    run.lastRequestMillis = sent.answered - sent.started
+    DrainPace.sent(run, sent.started, sent.answered, d.rateLimit)
     return yield* sent.ok ? answeredOk(run, sent, readAlong) : answeredFailed(drain, run, sent)
   })
 
@@ -130,6 +131,8 @@ const takeNext = (drain: Drain, run: Run, news: News) =>
   Effect.gen(function* () {
     const next = run.queue[0]!
     const d = next.delivery
+    // Its turn first, then the age of its right: a wait for the rate limit must not send a stale one.
+    if (d.sendable && next.allowed && d.rateLimit !== null) yield* DrainPace.waitTurn(drain, run, d.rateLimit)
     if (mustReadAgain(next, yield* Clock.currentTimeMillis, drain.maxAgeMillis)) {
       yield* giveBackNumbers(drain, run)
       news.mark()

@@ -45,6 +45,10 @@ export interface PendingDelivery {
   readonly previousSecretUntil: Date | null
   readonly failingFirstAt: Date | null
   readonly failingClockAt: Date | null
+  /** Requests per second the subscription's endpoint may get (`SubscriptionOptions`), as of this read; null: no limit. */
+  readonly rateLimit: number | null
+  /** Extra request headers as stored, as of this read (`SubscriptionOptions.usable` makes them safe to send). */
+  readonly headers: Readonly<Record<string, unknown>>
   readonly present: boolean
   readonly type: string | null
   readonly space: string | null
@@ -92,7 +96,7 @@ const pendingCtes = (
            s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
            s.previous_secret_until AS "previousSecretUntil",
            s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
-           s.numbered_by AS "tokenSeen",
+           s.numbered_by AS "tokenSeen", s.rate_limit AS "rateLimit", s.headers,
            e.seq IS NOT NULL AS present, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.trace_parent AS "traceParent", e.payload,
            EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
                    WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id) AS scoped,

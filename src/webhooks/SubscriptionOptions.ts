@@ -82,6 +82,20 @@ export const RateLimit = Schema.Number.check(
   ),
 )
 
+/**
+ * The stored headers as a request carries them: names in lower case, and any a hand-written row
+ * slipped past validation (a reserved name, a value with CR/LF) left out rather than sent. The
+ * sender sets its own headers after these, so even an entry that got through could not replace one.
+ */
+export const usable = (headers: Readonly<Record<string, unknown>>): Record<string, string> =>
+  Object.fromEntries(
+    Object.entries(headers).flatMap(([name, value]) =>
+      typeof value === "string" && refusedName(name) === undefined && Schema.is(HeaderValue)(value)
+        ? [[name.toLowerCase(), value] as const]
+        : [],
+    ),
+  )
+
 /** The stored form: names in lower case. */
 export const normalize = (headers: ExtraHeaders): Record<string, string> =>
   Object.fromEntries(Object.entries(headers).map(([name, value]) => [name.toLowerCase(), value]))

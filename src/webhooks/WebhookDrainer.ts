@@ -18,6 +18,9 @@
  *       none ──> after a linger without news: `DrainSlot.release` unless something is pending
  *                after all ──> done
  *     takeNext:
+ *       under a rate limit (`DrainPace`), to be sent: its turn first, 1 / rate_limit after the
+ *         subscription's last request (this run's, or from the record); a wait over 1 s
+ *         ──> flush; snooze for it keeping the slot
  *       mustReadAgain: its right and scope were read more than `permissionMaxAge` ago, with a
  *         request since, or it has no number (another run renumbered meanwhile)
  *         ──> giveBackNumbers of the deliveries read ahead; read again
@@ -26,7 +29,7 @@
  *         the event left the log ──> disable the subscription (`gap`)
  *         owner lacks `webhook_out.deliver` on the space, or the space left the scope
  *           ──> dead without any request and without a number; `last_delivered_seq` moves past it
- *     sendNext: build the envelope; sign; POST (`WebhookEnvelope.send`; no transaction is open
+ *     sendNext: build the envelope; sign; POST with the subscription's extra headers beneath ours (`WebhookEnvelope.send`; no transaction is open
  *     during the request); while the last delivery read is out, `readNext` runs alongside it
  *     (`readsAlong`), if the last read was full or a round reported news, and the endpoint
  *     answers fast enough for what it reads to be fresh when its turn comes

@@ -1,7 +1,8 @@
 /**
  * What a receiver gets for one delivery: the JSON envelope (`version`, `type`, `timestamp`,
  * `epoch`, `sequence`, `space`, `data`), signed with the subscription's secrets under the Standard Webhooks
- * headers (`WebhookSignature`), POSTed through the run's checked connections.
+ * headers (`WebhookSignature`), with the subscription's extra headers (`SubscriptionOptions`)
+ * beneath them, POSTed through the run's checked connections.
  *
  * What it keeps true: the `webhook-id` comes from the delivery's epoch, subscription and number,
  * so a re-send is the same message to the receiver; a rotated-out secret signs too until its
@@ -14,6 +15,7 @@ import * as TraceParent from "../platform/TraceParent.ts"
 import type { Drain } from "./Drain.ts"
 import type { Run } from "./DrainRun.ts"
 import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
+import * as SubscriptionOptions from "./SubscriptionOptions.ts"
 import * as WebhookSignature from "./WebhookSignature.ts"
 
 /**
@@ -114,7 +116,10 @@ const attempt = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigint) =
     const result = yield* OutboundSender.send(
       {
         url: d.url,
+        // The subscription's extra headers first: the signature's and ours are set after them, so
+        // none can be replaced, whatever a row holds.
         headers: {
+          ...SubscriptionOptions.usable(d.headers),
           ...headers,
           "content-type": "application/json",
           ...(traceparent === null ? {} : { traceparent }),

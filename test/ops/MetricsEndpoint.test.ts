@@ -2,21 +2,40 @@ import { readFileSync } from "node:fs"
 import { assert, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Queue } from "effect"
 import { SqlClient } from "effect/sql"
+import { PushConfig } from "../../src/push/PushConfig.ts"
+import * as PushVapid from "../../src/push/PushVapid.ts"
 import * as Eventually from "../support/Eventually.ts"
 import * as PrometheusText from "../support/PrometheusText.ts"
 import * as Promtool from "../support/Promtool.ts"
+import * as PushService from "../support/PushService.ts"
 import * as TestConsumer from "../support/TestConsumer.ts"
+import * as TestPush from "../support/TestPush.ts"
+import { member } from "../support/TestPushWorker.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 import * as WorkerProcess from "../support/WorkerProcess.ts"
 
 const key = WorkerProcess.rawKey()
+const vapid = PushVapid.generate()
 
 class RunningWorker extends Context.Service<RunningWorker, WorkerProcess.Worker>()("test/RunningWorker") {}
+class LocalPushService extends Context.Service<LocalPushService, PushService.PushService>()("test/LocalPushService") {}
 
-/** One worker process for the file, on the file's database, sharing the test's sealing key. */
-const Live = Layer.effect(RunningWorker, WorkerProcess.start(key)).pipe(
-  Layer.provideMerge(TestWebhooks.layer({ secretKey: key })),
+/**
+ * One worker process for the file, on the file's database, sharing the test's sealing key, with
+ * push on (a VAPID pair, a local push service), so that push's metrics are exported too.
+ */
+const Live = Layer.effect(
+  RunningWorker,
+  WorkerProcess.start(key, {
+    BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.publicKey,
+    BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.privateKey,
+    BOTHY_PUSH_SUBJECT: TestPush.subject,
+    BOTHY_PUSH_HOSTS: "*",
+  }),
+).pipe(
+  Layer.provideMerge(Layer.effect(LocalPushService, PushService.start({ applicationServerKey: vapid.publicKey }))),
+  Layer.provideMerge(Layer.mergeAll(TestWebhooks.layer({ secretKey: key }), PushConfig.layerWith(TestPush.settings()))),
 )
 
 const scrape = Effect.flatMap(RunningWorker, (w) => w.scrape)
@@ -154,9 +173,25 @@ layer(Live, { excludeTestServices: true })("the metrics endpoint of a running wo
           "bothy_webhooks_attempts_total",
           "bothy_jobs_rows",
           "bothy_webhooks_subscriptions",
+          "bothy_push_deliveries_total",
+          "bothy_push_handoff_latency_seconds_bucket",
+          "bothy_push_registrations_removed_total",
+          "bothy_push_events_lost_total",
+          "bothy_push_registrations",
         ]) {
           assert.isTrue(wanted.has(topic), `the dashboard shows ${topic}`)
         }
+        // Push traffic for its panels: one browser answered, one gone (410: its registration removed).
+        const service = yield* LocalPushService
+        const [kept, gone] = yield* member(service, "dash-push", "dash-ann", 2)
+        service.script(gone!.browser.id, [{ status: 410 }])
+        yield* TestWebhooks.append("dash-push", { n: 1 })
+        const answered = new Map((yield* service.take(2)).map((m) => [m.subscriptionId, m.status]))
+        assert.deepStrictEqual(
+          [answered.get(kept!.browser.id), answered.get(gone!.browser.id)],
+          [201, 410],
+          "both browsers reached, one answered gone",
+        )
         // The previous test's deliveries made every counter and histogram move; the database gauges follow within a sample.
         const exported = (e: PrometheusText.Exposition) => new Set(e.samples.map((s) => s.name))
         const e = yield* Eventually.eventually(exposition, (x) => [...wanted.keys()].every((n) => exported(x).has(n)), {
