@@ -8,7 +8,7 @@
 import { readdirSync } from "node:fs"
 import { join } from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Schema } from "effect"
+import { Config, Console, Effect, Schema } from "effect"
 import { isBenchmark } from "./plumbing/Benchmark.ts"
 import { BenchServer } from "./plumbing/BenchServer.ts"
 import * as Conditions from "./plumbing/Conditions.ts"
@@ -59,7 +59,9 @@ const runOne = (name: string) =>
         const report = yield* bench.run
         yield* Report.print(report.table)
         const machine = { atStart, atEnd: Conditions.machine() }
-        const file = yield* Report.write({ name, date, machine, storage, settings: server.settings, report })
+        // A second run under other conditions (say TMPDIR on another filesystem) keeps the first's file.
+        const as = yield* Config.String("BENCH_RESULT_NAME").pipe(Config.withDefault(name))
+        const file = yield* Report.write({ name: as, date, machine, storage, settings: server.settings, report })
         yield* Console.log(`results: ${file}`)
         for (const t of report.targets) {
           yield* Console.log(

@@ -76,7 +76,10 @@ export const storage = (folder: string) =>
     }
   })
 
-/** Filesystem type and device of the mount holding `path` (Linux; "unknown" elsewhere). */
+/**
+ * Filesystem type, device and mount options of the mount holding `path` (Linux; "unknown"
+ * elsewhere): options such as `discard` change what freeing blocks costs every commit.
+ */
 const filesystemOf = (path: string) => {
   try {
     const [mount] = readFileSync("/proc/mounts", "utf8")
@@ -84,7 +87,7 @@ const filesystemOf = (path: string) => {
       .map((line) => line.split(" "))
       .filter(([, at]) => at !== undefined && (path === at || path.startsWith(at.endsWith("/") ? at : `${at}/`)))
       .sort((a, b) => b[1]!.length - a[1]!.length)
-    return mount === undefined ? "unknown" : `${mount[2]} on ${mount[0]}`
+    return mount === undefined ? "unknown" : `${mount[2]} on ${mount[0]} (${mount[3]})`
   } catch {
     return "unknown"
   }

@@ -51,7 +51,7 @@ layer(Live, { excludeTestServices: true })("Retention", (it) => {
         yield* days(now - 12 * dayMillis, 12)
         const old = yield* appendAt([now - 11 * dayMillis, now - 9 * dayMillis])
         const kept = yield* appendAt([now - 6 * dayMillis, now - dayMillis])
-        const run = yield* Retention.run({ retention: week })
+        const run = yield* Retention.run({ retention: week, dropPause: Duration.zero })
 
         const cutoff = now - Duration.toMillis(week)
         const expired = dayStarts(now - 12 * dayMillis, now)
@@ -78,7 +78,7 @@ layer(Live, { excludeTestServices: true })("Retention", (it) => {
         // Back after 10 days: everything up to 14 days past the new now, and nothing older than its window.
         const later = now + 10 * dayMillis
         yield* TestClock.setTime(later)
-        const back = yield* Retention.run({ retention: week })
+        const back = yield* Retention.run({ retention: week, dropPause: Duration.zero })
         assert.strictEqual(back.created, 10)
         const after = (yield* tables).map((t) => t.name)
         assert.include(after, dayName(later + 14 * dayMillis))
@@ -94,9 +94,15 @@ layer(Live, { excludeTestServices: true })("Retention", (it) => {
         const now = Date.now()
         yield* days(now - 30 * dayMillis, 5)
         yield* appendAt([now - 29 * dayMillis])
-        const [a, b] = yield* Effect.all([Retention.run({ retention: week }), Retention.run({ retention: week })], {
-          concurrency: 2,
-        })
+        const [a, b] = yield* Effect.all(
+          [
+            Retention.run({ retention: week, dropPause: Duration.zero }),
+            Retention.run({ retention: week, dropPause: Duration.zero }),
+          ],
+          {
+            concurrency: 2,
+          },
+        )
         const dropped = [...a.dropped, ...b.dropped].sort()
         assert.deepStrictEqual(dropped, [...new Set(dropped)], "none dropped twice")
         assert.isTrue(dropped.includes(dayName(now - 29 * dayMillis)))
@@ -149,7 +155,7 @@ layer(Live, { excludeTestServices: true })("Retention", (it) => {
           [{ name: victim, attached: true, pending: true }],
         )
 
-        const run = yield* Retention.run({ retention: week })
+        const run = yield* Retention.run({ retention: week, dropPause: Duration.zero })
         assert.include(run.finalized, victim)
         assert.include(run.dropped, victim)
         assert.isFalse((yield* tables).some((t) => t.name === victim))
@@ -187,7 +193,7 @@ layer(Live, { excludeTestServices: true })("Retention", (it) => {
           ),
         )
         const before = yield* Deferred.await(reading)
-        const retention = yield* Effect.forkChild(Retention.run({ retention: week }))
+        const retention = yield* Effect.forkChild(Retention.run({ retention: week, dropPause: Duration.zero }))
         yield* eventually(
           other<{ n: number }>`
             SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'ALTER TABLE event_log DETACH%' AND wait_event_type IS NOT NULL`,
