@@ -55,7 +55,14 @@ export const make = (options: {
       slot.expected = false
       const log = createWriteStream(join(options.logDir, `worker-${i}.log`), { flags: "a" })
       const child = spawn(process.execPath, [bothy, "worker"], {
-        env: { ...process.env, ...options.env, BOTHY_METRICS_ADDRESS: "127.0.0.1:0" },
+        // Three workers on one host: each its own free port for metrics and the admin API, which
+        // default to fixed ones (a second worker on 127.0.0.1:9465 stops at start).
+        env: {
+          ...process.env,
+          ...options.env,
+          BOTHY_METRICS_ADDRESS: "127.0.0.1:0",
+          BOTHY_ADMIN_ADDRESS: "127.0.0.1:0",
+        },
         stdio: ["ignore", "pipe", "pipe"],
       })
       slot.child = child
