@@ -184,7 +184,9 @@ export const run = (context: Context, faults: ReadonlyArray<FaultSchedule.Fault>
           })
         case "retention-gap":
           return Effect.gen(function* () {
-            const retention = yield* persist(Retention.run({ retention: Duration.days(7) }))
+            const retention = yield* persist(
+              Retention.run({ retention: Duration.days(7), dropPause: Duration.millis(20) }),
+            )
             history.gap = { at: Date.now(), cursors: context.stall.cursors, dropped: retention.dropped }
             yield* context.stall.release
             yield* note(f, `${FaultSchedule.describe(f)}: dropped ${retention.dropped.join(", ") || "nothing"}`)

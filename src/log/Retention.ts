@@ -13,8 +13,9 @@
  *              `DETACH PARTITION ... CONCURRENTLY`, which waits for the transactions that still see
  *              the partition (a round reading it keeps its rows) and blocks no appender
  *   drop       each detached day table (`event_log_YYYYMMDD`) older than the window, whoever
- *              detached it (archive a day by renaming it), in pieces: each index, then the table,
- *              each its own statement, `dropPause` apart
+ *              detached it (archive a day by renaming it), in pieces `dropPause` apart: each
+ *              hour leaf, then the day (a whole day made before migration 0017: each index,
+ *              then the table)
  *   ensure     the partitions from today through today + runway (by `now`, so a worker that was
  *              down for days creates the ones it missed)
  *
@@ -28,8 +29,10 @@
  * discards freed blocks online (ext4 mounted with `discard`, usual on cloud disks) the journal
  * commit that carries the discard holds up every WAL flush of the server. Measured here, dropping
  * a 142 MB day (1,000,000 events) in one statement stalled appends up to 76 ms, with its indexes
- * dropped first (each alone, a second apart) up to 42 ms; without online discard, up to 12 ms
- * either way (bench/results/retention*.json, README "Retention").
+ * dropped first (each alone, a second apart) up to 42 ms, an hour leaf at a time (200 ms apart)
+ * up to 14 ms;
+ * without online discard, up to 12 ms in one statement (bench/results/retention*.json, README
+ * "Retention").
  */
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
@@ -48,7 +51,7 @@ export interface RetentionOptions {
   readonly lockTimeout?: Duration.Duration
   /** How long a detach may wait for the readers of its partition. Default 5 minutes. */
   readonly statementTimeout?: Duration.Duration
-  /** The pause between the pieces of a drop, by `Clock` (see the module header). Default 1 s. */
+  /** The pause between the pieces of a drop, by `Clock` (see the module header). Default 200 ms. */
   readonly dropPause?: Duration.Duration
 }
 
@@ -74,7 +77,7 @@ const oldDays = (sql: SqlClient.SqlClient, cutoff: Date) =>
     FROM pg_class AS c
     JOIN pg_namespace AS n ON n.oid = c.relnamespace AND n.nspname = current_schema()
     LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid AND i.inhparent = 'event_log'::regclass
-    WHERE c.relkind = 'r' AND c.relname ~ '^event_log_[0-9]{8}$'
+    WHERE c.relkind IN ('r', 'p') AND c.relname ~ '^event_log_[0-9]{8}$'
       AND to_date(substr(c.relname, 11), 'YYYYMMDD') + 1 <= (${cutoff.toISOString()}::timestamptz AT TIME ZONE 'UTC')::date
     ORDER BY c.relname`
 
@@ -104,18 +107,27 @@ const alone = (sql: SqlClient.SqlClient, statement: string, options: Required<Re
 const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`
 
 /** The default pause between the pieces of a drop. */
-export const dropPause = Duration.seconds(1)
+export const dropPause = Duration.millis(200)
 
-/** The statements that drop a detached day table in pieces: each index (its constraint for a key), then the table. */
+/**
+ * The statements that drop a detached day table in pieces: a day split by hour (migration 0017)
+ * leaf by leaf, then the day; a whole day (created before) index by index (its constraint for a
+ * key), then the table.
+ */
 const dropPieces = (sql: SqlClient.SqlClient, table: string) =>
   Effect.map(
     sql<{ statement: string }>`
+      WITH day AS (SELECT ${quoted(table)}::regclass AS oid)
+      SELECT format('DROP TABLE %s', i.inhrelid::regclass) AS statement, 0 AS kind, c.relname AS name
+      FROM day JOIN pg_inherits AS i ON i.inhparent = day.oid JOIN pg_class AS c ON c.oid = i.inhrelid
+      UNION ALL
       SELECT CASE WHEN con.conname IS NULL THEN format('DROP INDEX %s', x.indexrelid::regclass)
-                  ELSE format('ALTER TABLE %I DROP CONSTRAINT %I', ${table}::text, con.conname) END AS statement
-      FROM pg_index AS x
+                  ELSE format('ALTER TABLE %I DROP CONSTRAINT %I', ${table}::text, con.conname) END,
+             1, x.indexrelid::regclass::text
+      FROM day JOIN pg_class AS t ON t.oid = day.oid AND t.relkind = 'r'
+      JOIN pg_index AS x ON x.indrelid = day.oid
       LEFT JOIN pg_constraint AS con ON con.conindid = x.indexrelid AND con.conrelid = x.indrelid
-      WHERE x.indrelid = ${quoted(table)}::regclass
-      ORDER BY x.indexrelid`,
+      ORDER BY kind, name`,
     (rows) => [...rows.map((r) => r.statement), `DROP TABLE ${quoted(table)}`],
   )
 

@@ -23,6 +23,7 @@ import push from "../../migrations/0012_push.ts"
 import eventLogSequencing from "../../migrations/0013_event_log_sequencing.ts"
 import retention from "../../migrations/0015_retention.ts"
 import webhookOptions from "../../migrations/0016_webhook_options.ts"
+import eventLogHourlyLeaves from "../../migrations/0017_event_log_hourly_leaves.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -40,6 +41,7 @@ export const migrations = {
   "0013_event_log_sequencing": eventLogSequencing,
   "0015_retention": retention,
   "0016_webhook_options": webhookOptions,
+  "0017_event_log_hourly_leaves": eventLogHourlyLeaves,
 } as const
 
 /** The table in which the migrator records applied migrations. */

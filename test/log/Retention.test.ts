@@ -24,7 +24,7 @@ const tables = Effect.gen(function* () {
   return yield* sql<{ name: string; attached: boolean; pending: boolean }>`
     SELECT c.relname AS name, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS pending
     FROM pg_class AS c LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid
-    WHERE c.relkind = 'r' AND c.relname ~ '^event_log_[0-9]{8}$' ORDER BY c.relname`
+    WHERE c.relkind IN ('r', 'p') AND c.relname ~ '^event_log_[0-9]{8}$' ORDER BY c.relname`
 })
 
 const seqsIn = (seqs: ReadonlyArray<bigint>) =>
@@ -62,6 +62,24 @@ layer(Live, { excludeTestServices: true })("Retention", (it) => {
         assert.deepStrictEqual(run.skipped, [])
         const left = yield* tables
         assert.isTrue(left.every((t) => t.attached && !expired.includes(t.name)))
+        // Days are split by hour (migration 0017): a dropped day left no hour behind, a kept one has all 24.
+        const hours = yield* (yield* SqlClient.SqlClient)<{ day: string; n: number }>`
+          SELECT substr(relname, 1, 18) AS day, count(*)::int AS n FROM pg_class
+          WHERE relkind = 'r' AND relname ~ '^event_log_[0-9]{8}_h[0-9]{2}$' GROUP BY 1`
+        assert.isTrue(
+          hours.every((h) => !expired.includes(h.day) && h.n === 24),
+          JSON.stringify(hours),
+        )
+        assert.include(
+          hours.map((h) => h.day),
+          dayName(cutoff),
+          "the kept days are split by hour",
+        )
+        assert.include(
+          hours.map((h) => h.day),
+          dayName(now + 14 * dayMillis),
+          "the days the migrations created ahead are split by hour",
+        )
         assert.include(
           left.map((t) => t.name),
           dayName(cutoff),
