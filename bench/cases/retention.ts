@@ -10,8 +10,9 @@
  *      latency p50/p95/p99 of both windows, and of the appends sent while the detach and drop ran.
  *      What a drop costs depends on the filesystem (see `Retention`): its mount options are in
  *      the conditions, and TMPDIR chooses where the server's data lives.
- *   2. The consumer's read (`EventLog.readFrom` after a cursor 1,000 events behind the head, 500
- *      events, as the transactional round reads) with 30 days of partitions holding rows, and again
+ *   2. The consumer's read (`EventLog.readFrom` after a cursor row 1,000 events behind the head,
+ *      500 events, as the transactional round reads) with 30 days of partitions holding rows (and
+ *      14 days ahead, 24 hour leaves each), and again
  *      after retention has left two: median of BENCH_RETENTION_READS (300) reads each.
  *
  * Targets (issue 15): append p99 during the detach at most 2x the baseline's; the read with 30
@@ -72,12 +73,17 @@ const consumerReads = (reads: number) =>
     const log = yield* EventLog
     const [head] = yield* sql<{ seq: bigint }>`SELECT value AS seq FROM event_seq`
     const from = head!.seq - 1000n
-    const cursor = sql`
-      SELECT ${from}::bigint AS last_seq, (SELECT occurred_at FROM event_log WHERE seq = ${from}) AS last_at`
+    // A cursor row as a consumer has, read as the transactional round reads it (without the lock).
+    yield* sql`
+      INSERT INTO event_consumer_cursors (name, last_seq, last_at)
+      SELECT 'bench', ${from}, occurred_at FROM event_log WHERE seq = ${from}
+      ON CONFLICT (name) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at`
+    const cursor = sql`SELECT last_seq, last_at FROM event_consumer_cursors WHERE name = 'bench'`
+    const since = sql`event_log_cursor_at('bench')`
     const times: Array<number> = []
     for (let i = 0; i < reads; i++) {
       const t0 = performance.now()
-      const read = yield* log.readFrom(cursor, 500)
+      const read = yield* log.readFrom(cursor, 500, since)
       times.push(performance.now() - t0)
       if (read._tag === "None" || read.value.events.length !== 500)
         return yield* Effect.die("the read did not return 500 events")

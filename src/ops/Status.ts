@@ -82,7 +82,9 @@ export { jobStates } from "../jobs/JobControl.ts"
 export const consumers = (sql: SqlClient.SqlClient) => sql<ConsumerStatus>`
   SELECT c.name, c.last_seq AS "lastSeq", s.value AS head, (s.value - c.last_seq)::float8 AS lag,
          COALESCE(extract(epoch FROM clock_timestamp() - (
-           SELECT occurred_at FROM event_log WHERE seq > c.last_seq ORDER BY seq LIMIT 1)), 0)::float8
+           SELECT occurred_at FROM event_log
+           WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= event_log_head_at()
+           ORDER BY seq LIMIT 1)), 0)::float8
            AS "pendingAgeSeconds",
          c.updated_at AS "updatedAt"
   FROM event_consumer_cursors AS c CROSS JOIN event_seq AS s

@@ -27,6 +27,7 @@ import * as ConsumerCursors from "../consumer/ConsumerCursors.ts"
 import * as JobControl from "../jobs/JobControl.ts"
 import * as JobKind from "../jobs/JobKind.ts"
 import * as Jobs from "../jobs/Jobs.ts"
+import { timeOf } from "../log/EventLog.ts"
 import { Uuid } from "../platform/Uuid.ts"
 import { maxAttempts, queue } from "./DrainJob.ts"
 import { ensureDrainer } from "./SubscriptionResume.ts"
@@ -113,7 +114,7 @@ const revive = (
 const pick = (sql: SqlClient.SqlClient, id: string, where: Statement.Fragment, limit: number) => sql`
   SELECT d.id FROM webhook_deliveries AS d
   WHERE d.subscription_id = ${id}::uuid AND ${where}
-    AND EXISTS (SELECT 1 FROM event_log AS e WHERE e.seq = d.event_seq)
+    AND EXISTS (SELECT 1 FROM event_log AS e WHERE e.seq = d.event_seq AND ${timeOf(sql, sql`d.event_at`)})
   ORDER BY d.id LIMIT ${limit} FOR UPDATE OF d`
 
 /** Sends one delivery again (delivered or dead); the subscription must be active. */
@@ -123,7 +124,7 @@ export const resend = Effect.fn("DeliveryResend.resend")(function* (deliveryId: 
     Effect.gen(function* () {
       const [d] = yield* sql<{ subscriptionId: string; state: string; present: boolean }>`
         SELECT d.subscription_id::text AS "subscriptionId", d.state,
-               EXISTS (SELECT 1 FROM event_log AS e WHERE e.seq = d.event_seq) AS present
+               EXISTS (SELECT 1 FROM event_log AS e WHERE e.seq = d.event_seq AND ${timeOf(sql, sql`d.event_at`)}) AS present
         FROM webhook_deliveries AS d WHERE d.id = ${deliveryId}`
       if (d === undefined) return false
       const refuse = (reason: ResendRefused["reason"]) =>
