@@ -1,22 +1,7 @@
 import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
-import {
-  Clock,
-  Context,
-  Deferred,
-  Duration,
-  Effect,
-  Exit,
-  Fiber,
-  Layer,
-  Logger,
-  Metric,
-  Queue,
-  Redacted,
-  Schema,
-  Scope,
-} from "effect"
+import { Clock, Context, Duration, Effect, Exit, Layer, Logger, Metric, Queue, Redacted, Schema, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import type * as JobCompleter from "../../src/jobs/JobCompleter.ts"
@@ -27,6 +12,7 @@ import { Jobs } from "../../src/jobs/Jobs.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { eventually } from "../support/Eventually.ts"
+import * as RowLock from "../support/RowLock.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
 const Live = Layer.mergeAll(Jobs.layer, NotificationStream.layer()).pipe(Layer.provideMerge(TestDatabase.layer()))
@@ -202,22 +188,9 @@ const ownRole = Effect.gen(function* () {
 
 /** Holds the row lock on `worker`'s lease row in a transaction of its own until the returned effect ends it. */
 const lockLease = (worker: string) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const locked = yield* Deferred.make<void>()
-    const unlock = yield* Deferred.make<void>()
-    const holder = yield* sql
-      .withTransaction(
-        Effect.gen(function* () {
-          yield* sql`SELECT id FROM job_workers WHERE id = ${worker} FOR UPDATE`
-          yield* Deferred.succeed(locked, undefined)
-          yield* Deferred.await(unlock)
-        }),
-      )
-      .pipe(Effect.forkChild)
-    yield* Deferred.await(locked)
-    return Deferred.succeed(unlock, undefined).pipe(Effect.andThen(Fiber.join(holder)))
-  })
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(RowLock.hold(sql`SELECT id FROM job_workers WHERE id = ${worker} FOR UPDATE`), (lock) => lock.release),
+  )
 
 /** Waits until a renewal of the lease is waiting for a row lock, as PostgreSQL reports it. */
 const renewalWaitsOnLock = Effect.flatMap(SqlClient.SqlClient, (sql) =>
