@@ -102,13 +102,16 @@ const startWorker = <ROut, E>(
   Effect.gen(function* () {
     const finalized = yield* Queue.unbounded<ReadonlyArray<JobCompleter.Reported>>()
     const scope = yield* Scope.make()
-    // Closed by the test, or at its end when it fails first.
-    yield* Effect.addFinalizer(() => Scope.close(scope, Exit.void))
+    const stop = Scope.close(scope, Exit.void)
+    // Stopped by the test, or at its end when it fails first.
+    yield* Effect.addFinalizer(() => stop)
     const context = yield* Layer.buildWithScope(
       JobWorker.layer({
         kinds: [kind],
         queues: { [queue]: { concurrency: 2 } },
         lease,
+        // Shutdown waits by the TestClock, which nothing moves then: it interrupts at once.
+        shutdownTimeout: "0 millis",
         onFinalized: (batch) => Queue.offer(finalized, batch).pipe(Effect.asVoid),
       }).pipe(Layer.provide(provide)),
       scope,
@@ -120,7 +123,7 @@ const startWorker = <ROut, E>(
         return batch[0]!
       }),
     )
-    return { id, scope, outcome }
+    return { id, stop, outcome }
   })
 
 interface Row {
@@ -175,22 +178,31 @@ const ownRole = Effect.gen(function* () {
   const url = new URL(db.url)
   url.username = name
   url.password = password
+  const letIn = sql.unsafe(`ALTER ROLE "${name}" LOGIN`)
   return {
-    pool: PgClient.layer({ url: Redacted.make(url.toString()), maxConnections: 4 }),
+    pool: PgClient.layer({ url: Redacted.make(url.toString()) }),
+    /** Until `letIn`, or the test's end (before its workers stop, should it fail first). */
     shutOut: Effect.gen(function* () {
       yield* sql.unsafe(`ALTER ROLE "${name}" NOLOGIN`)
+      yield* Effect.addFinalizer(() => Effect.orDie(letIn))
       // Waits (up to 5 s) for each backend to be gone, so that nothing it was sent runs after.
       yield* sql`SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = ${name}`
     }),
-    letIn: sql.unsafe(`ALTER ROLE "${name}" LOGIN`),
+    letIn,
   }
 })
 
-/** Holds the row lock on `worker`'s lease row in a transaction of its own until the returned effect ends it. */
+/**
+ * Holds the row lock on `worker`'s lease row in a transaction of its own until the returned effect
+ * ends it, or the test does (before its workers stop, should it fail first).
+ */
 const lockLease = (worker: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.map(RowLock.hold(sql`SELECT id FROM job_workers WHERE id = ${worker} FOR UPDATE`), (lock) => lock.release),
-  )
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const lock = yield* RowLock.hold(sql`SELECT id FROM job_workers WHERE id = ${worker} FOR UPDATE`)
+    yield* Effect.addFinalizer(() => Effect.orDie(lock.release))
+    return lock.release
+  })
 
 /** Waits until a renewal of the lease is waiting for a row lock, as PostgreSQL reports it. */
 const renewalWaitsOnLock = Effect.flatMap(SqlClient.SqlClient, (sql) =>
@@ -210,10 +222,14 @@ layer(Live, { excludeTestServices: true })("JobFence", (it) => {
     "JobsStopBeforeTheirLeaseLapses: a worker cut off from the database stops its running job before its lease lapses, and another worker's rescuer runs it once, never beside it",
     () =>
       Effect.gen(function* () {
+        // Rows inserted without a time would be due at the database's now(), after the clock's.
         yield* TestClock.setTime(Date.now())
         const { jobs, sql, kind, started, interrupted, logged, waitForLine, logs, mostAtOnce } = yield* setUp
         const role = yield* ownRole
-        yield* jobs.insert([{ kind: "fence.blocks", queue: "away", args: {}, uniqueKey: "away" }])
+        const t0 = yield* Clock.currentTimeMillis
+        yield* jobs.insert([
+          { kind: "fence.blocks", queue: "away", args: {}, uniqueKey: "away", scheduledAt: new Date(t0) },
+        ])
         const fencedBefore = yield* fencedCount
         const a = yield* startWorker(
           kind("a"),
@@ -266,8 +282,8 @@ layer(Live, { excludeTestServices: true })("JobFence", (it) => {
         const late = yield* a.outcome
         assert.deepStrictEqual([late.attempt, late.outcome._tag, late.recorded], [1, "Release", "stale"])
         assert.strictEqual(yield* Queue.size(started), 0, "the job ran twice in all")
-        yield* Scope.close(b.scope, Exit.void)
-        yield* Scope.close(a.scope, Exit.void)
+        yield* b.stop
+        yield* a.stop
       }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
     { timeout: 60_000 },
   )
@@ -278,7 +294,17 @@ layer(Live, { excludeTestServices: true })("JobFence", (it) => {
       Effect.gen(function* () {
         yield* TestClock.setTime(Date.now())
         const { jobs, kind, started, interrupted, logged, waitForLine, logs } = yield* setUp
-        yield* jobs.insert([{ kind: "fence.blocks", queue: "locked", args: {}, uniqueKey: "locked", maxAttempts: 5 }])
+        const t0 = yield* Clock.currentTimeMillis
+        yield* jobs.insert([
+          {
+            kind: "fence.blocks",
+            queue: "locked",
+            args: {},
+            uniqueKey: "locked",
+            maxAttempts: 5,
+            scheduledAt: new Date(t0),
+          },
+        ])
         const w = yield* startWorker(kind("w"), "locked", logs)
         const first = yield* within("the first attempt", Queue.take(started))
         const liveUntil = first.at + leaseMillis
@@ -316,7 +342,7 @@ layer(Live, { excludeTestServices: true })("JobFence", (it) => {
         assert.deepStrictEqual([again.by, again.attempt], ["w", 2])
         const done = yield* w.outcome
         assert.deepStrictEqual([done.outcome._tag, done.recorded], ["Completed", "applied"])
-        yield* Scope.close(w.scope, Exit.void)
+        yield* w.stop
       }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
     { timeout: 60_000 },
   )
