@@ -276,10 +276,16 @@ layer(Live, { excludeTestServices: true })("JobFence", (it) => {
         assert.strictEqual(mostAtOnce(), 1, "never two attempts at once")
 
         // Back in touch: a renews its lease and claims again; its outcome of attempt 1 is stale.
+        // Its retries wait on the TestClock, and when each failed one set its next is real I/O: keep
+        // the clock moving (a second every 50 ms) until both signals came.
         yield* role.letIn
-        yield* TestClock.adjust("5 seconds")
-        yield* waitForLine("Warn", `worker ${a.id} renewed its lease again`)
-        const late = yield* a.outcome
+        const mover = Effect.forever(
+          TestClock.adjust("1 second").pipe(Effect.andThen(TestClock.withLive(Effect.sleep("50 millis")))),
+        )
+        const [, late] = yield* Effect.raceFirst(
+          Effect.all([waitForLine("Warn", `worker ${a.id} renewed its lease again`), a.outcome]),
+          mover,
+        )
         assert.deepStrictEqual([late.attempt, late.outcome._tag, late.recorded], [1, "Release", "stale"])
         assert.strictEqual(yield* Queue.size(started), 0, "the job ran twice in all")
         yield* b.stop
