@@ -11,8 +11,8 @@ import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Exit, Redacted, References, Scope } from "effect"
+import { freePort } from "../bench/plumbing/BenchServer.ts"
 import * as EmbeddedPostgres from "../src/platform/EmbeddedPostgres.ts"
-import { freePort } from "../test/support/TestServer.ts"
 
 /** Server settings of the run, part of its conditions. */
 export const settings = {

@@ -3,7 +3,7 @@
  * per registration, generated as a browser makes one (a P-256 key pair and an auth secret). Every
  * message must carry a valid VAPID token signed by the run's application server key and decrypt
  * (aes128gcm) with that browser's keys, or it is recorded as a rejection (and fails the verdict);
- * the checks are the test suite's push service's (`test/support/PushService.ts`).
+ * the checks are the push benchmark's service's (`bench/plumbing/BenchPushService.ts`).
  *
  * Each message that passes is recorded compactly (registration, the envelope's `id`, answer, time).
  * Faults are scripted per registration: the next messages get 500, 429 with `Retry-After`, or hang
@@ -11,7 +11,7 @@
  * for good. Everything else gets 201, and so does a message right after a failed one.
  */
 import { Effect } from "effect"
-import { browserKeys, checkVapid, decrypt } from "../test/support/PushService.ts"
+import { type Browser, checkClaims, decrypt, makeBrowser, verifyToken } from "../bench/plumbing/BenchPushService.ts"
 import * as Endpoint from "./Endpoint.ts"
 
 export type Answer = 500 | 429 | "hang"
@@ -37,7 +37,7 @@ const retryAfterSeconds = "1"
 
 export const start = (applicationServerKey: string) =>
   Effect.gen(function* () {
-    const browsers = new Map<string, ReturnType<typeof browserKeys>>()
+    const browsers = new Map<string, Browser>()
     const scripts = new Map<string, Array<Answer>>()
     const arrivals: Array<Arrival> = []
     const gone = new Set<string>()
@@ -53,12 +53,14 @@ export const start = (applicationServerKey: string) =>
         response.writeHead(status).end(reason)
       }
       if (browser === undefined) return refuse(404, "no such subscription")
-      const vapid = checkVapid(request.headers.authorization, origin, Math.floor(at / 1000), applicationServerKey)
-      if (!vapid.ok) return refuse(401, vapid.reason)
+      const claims = verifyToken(request.headers.authorization, applicationServerKey)
+      if (typeof claims === "string") return refuse(401, claims)
+      const wrong = checkClaims(claims, origin, Math.floor(at / 1000))
+      if (wrong !== undefined) return refuse(401, wrong)
       if (request.headers["content-encoding"] !== "aes128gcm") return refuse(400, "not aes128gcm")
       const plaintext = decrypt(body, browser)
-      if (!plaintext.ok) return refuse(400, plaintext.reason)
-      const envelope = JSON.parse(plaintext.value) as { readonly id: string; readonly space: string }
+      if (typeof plaintext === "string") return refuse(400, plaintext)
+      const envelope = JSON.parse(plaintext.toString("utf8")) as { readonly id: string; readonly space: string }
       const answer = gone.has(registration)
         ? 410
         : failedLast.has(registration)
@@ -79,7 +81,7 @@ export const start = (applicationServerKey: string) =>
     return {
       /** A browser subscription for the registration `name`, as `PushSubscription.toJSON()` gives it. */
       subscribe: (name: string) => {
-        const browser = browserKeys()
+        const browser = makeBrowser()
         browsers.set(name, browser)
         return { endpoint: `${origin}${pathPrefix}${name}`, keys: browser.keys }
       },

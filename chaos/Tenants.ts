@@ -11,7 +11,7 @@ import * as PermissionGrants from "../src/authz/PermissionGrants.ts"
 import * as PushAudience from "../src/push/PushAudience.ts"
 import * as PushRegistrations from "../src/push/PushRegistrations.ts"
 import { Webhooks } from "../src/webhooks/Webhooks.ts"
-import { appendAt, dayMillis, days } from "../test/support/OldEvents.ts"
+import * as OldEvents from "./OldEvents.ts"
 import type { PushReceiver } from "./PushReceiver.ts"
 import type { Receiver } from "./Receiver.ts"
 import * as World from "./World.ts"
@@ -61,8 +61,10 @@ export const write = (world: World.World, receiver: Receiver, push: PushReceiver
       })
     for (const plan of world.subscriptions.filter((s) => s.gap)) yield* create(plan)
     const now = Date.now()
-    yield* days(now - 12 * dayMillis, 3)
-    const oldSeqs = yield* appendAt([now - 11 * dayMillis, now - 10 * dayMillis], World.oldSpace)
+    const oldSeqs = yield* OldEvents.append(
+      [now - 11 * OldEvents.dayMillis, now - 10 * OldEvents.dayMillis],
+      World.oldSpace,
+    )
     for (const plan of world.subscriptions.filter((s) => !s.gap)) yield* create(plan)
 
     const registrations: Array<Registration> = []

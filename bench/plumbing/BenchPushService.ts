@@ -16,7 +16,8 @@
  * `pg_notify('jobs', 'push')` is delivered at its commit), on a thread whose event loop the
  * worker's deliveries do not delay.
  * A bench copy of test/support/PushService.ts (bench code imports nothing from test/), trimmed to
- * what a load test needs: no scripted answers. It runs on its own thread so that decrypting and
+ * what a load test needs: no scripted answers. Its checks (a browser's keys, the VAPID token, the
+ * decryption) are exported for the chaos run's push receiver, which makes the same ones. It runs on its own thread so that decrypting and
  * verifying 1,500 messages a second neither waits on nor delays the worker's event loop, and so
  * that its CPU can be taken out of the sender's (`cpuMicros`). One verification per distinct token:
  * a reused token is the same bytes, so its signature check would give the same answer; `aud` and
@@ -149,11 +150,34 @@ export const start = (applicationServerKey: string) =>
 
 export type BenchPushService = Effect.Success<ReturnType<typeof start>>
 
-// ---- the thread ----------------------------------------------------------------------------------
+// ---- the checks (the chaos run's push receiver makes them too) -------------------------------------
 
-interface Browser {
+export interface Browser {
   readonly ecdh: ECDH
   readonly authSecret: Buffer
+  /** As `PushSubscription.toJSON()` gives them to the app. */
+  readonly keys: Subscription["keys"]
+}
+
+/** What a browser generates for a subscription: a P-256 key pair and 16 random auth bytes. */
+export const makeBrowser = (): Browser => {
+  const ecdh = createECDH("prime256v1")
+  ecdh.generateKeys()
+  const authSecret = randomBytes(16)
+  return {
+    ecdh,
+    authSecret,
+    keys: { p256dh: ecdh.getPublicKey().toString("base64url"), auth: authSecret.toString("base64url") },
+  }
+}
+
+/** The plaintext of an aes128gcm message (RFC 8291) to `to`, as its browser decrypts it; a reason otherwise. */
+export const decrypt = (body: Buffer, to: Browser): Buffer | string => {
+  try {
+    return ece.decrypt(body, { version: "aes128gcm", privateKey: to.ecdh, authSecret: to.authSecret })
+  } catch (error) {
+    return `body does not decrypt: ${String(error)}`
+  }
 }
 
 const jsonOf = (part: string): unknown => {
@@ -167,7 +191,10 @@ const jsonOf = (part: string): unknown => {
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 
 /** The token's claims when `authorization` is `vapid t=<JWT signed by k>, k=<expected key>`; a reason otherwise. */
-const verifyToken = (authorization: string | undefined, expectedKey: string): Record<string, unknown> | string => {
+export const verifyToken = (
+  authorization: string | undefined,
+  expectedKey: string,
+): Record<string, unknown> | string => {
   const scheme = /^vapid\s+(.*)$/i.exec(authorization ?? "")
   if (scheme === null) return "Authorization is not `vapid t=..., k=...`"
   const params = new Map(
@@ -198,7 +225,12 @@ const verifyToken = (authorization: string | undefined, expectedKey: string): Re
   return isRecord(claims) ? claims : "JWT claims are not JSON"
 }
 
-const checkClaims = (claims: Record<string, unknown>, origin: string, nowSeconds: number): string | undefined => {
+/** RFC 8292's claims for `origin` at `nowSeconds`: a reason when they do not hold. */
+export const checkClaims = (
+  claims: Record<string, unknown>,
+  origin: string,
+  nowSeconds: number,
+): string | undefined => {
   const { aud, exp, sub } = claims
   if (aud !== origin) return `aud ${String(aud)} is not ${origin}`
   if (typeof exp !== "number" || !Number.isInteger(exp)) return "exp is not an integer"
@@ -220,6 +252,8 @@ const seqOf = (plaintext: Buffer): number | string => {
   const match = typeof id === "string" ? /^\d+\.(\d+)$/.exec(id) : null
   return match === null ? "envelope has no id epoch.seq" : Number(match[1])
 }
+
+// ---- the thread ----------------------------------------------------------------------------------
 
 const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => {
   const browsers: Array<Browser> = []
@@ -252,16 +286,8 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
       verified.set(authorization!, claims)
       if (request.headers["content-encoding"] !== "aes128gcm") return refuse(400, "Content-Encoding is not aes128gcm")
       if (!/^\d+$/.test(String(request.headers.ttl ?? ""))) return refuse(400, "TTL is missing or not a number")
-      let plaintext: Buffer
-      try {
-        plaintext = ece.decrypt(Buffer.concat(chunks), {
-          version: "aes128gcm",
-          privateKey: browser.ecdh,
-          authSecret: browser.authSecret,
-        })
-      } catch (error) {
-        return refuse(400, `body does not decrypt: ${String(error)}`)
-      }
+      const plaintext = decrypt(Buffer.concat(chunks), browser)
+      if (typeof plaintext === "string") return refuse(400, plaintext)
       const seq = seqOf(plaintext)
       if (typeof seq === "string") return refuse(400, seq)
       pending.subscription.push(index)
@@ -310,14 +336,9 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
     }
     const made: Array<Subscription> = []
     for (let n = 0; n < m.subscribe; n++) {
-      const ecdh = createECDH("prime256v1")
-      ecdh.generateKeys()
-      const authSecret = randomBytes(16)
-      made.push({
-        endpoint: `${origin}${pathPrefix}${browsers.length}`,
-        keys: { p256dh: ecdh.getPublicKey().toString("base64url"), auth: authSecret.toString("base64url") },
-      })
-      browsers.push({ ecdh, authSecret })
+      const fresh = makeBrowser()
+      made.push({ endpoint: `${origin}${pathPrefix}${browsers.length}`, keys: fresh.keys })
+      browsers.push(fresh)
     }
     port.postMessage({ subscribed: made } satisfies FromThread)
   })

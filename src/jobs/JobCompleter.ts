@@ -31,7 +31,7 @@
  *   `bothy.jobs.outcomes_lost`) and left to the rescuer, once the worker's lease is released or
  *   runs out.
  */
-import { Cause, Clock, Duration, Effect, Exit, Fiber, Metric, Option, Queue } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Fiber, Latch, Metric, Option, Queue } from "effect"
 import type { SqlClient } from "effect/sql"
 import { isSqlError, type SqlError } from "effect/sql/SqlError"
 import { isRefusedValue, pgFailure } from "../platform/PgError.ts"
@@ -53,6 +53,8 @@ export interface JobCompleter {
   readonly offer: (finished: Finished) => void
   /** Milliseconds that the outcomes in hand at `now` have waited to be recorded; 0 when none. */
   readonly waited: (now: number) => number
+  /** Completes once no outcomes are in hand (at once when none are): the heartbeat's cue to renew. */
+  readonly recorded: Effect.Effect<void>
   /** Takes no more outcomes, records those handed over within `grace`, and gives up the rest. */
   readonly close: (grace: Duration.Input) => Effect.Effect<void>
 }
@@ -157,11 +159,15 @@ export const make = Effect.fnUntraced(function* (options: JobCompleterOptions = 
   // Every outcome handed over and not yet recorded, so that `close` can name what it gives up.
   const outstanding = new Set<Finished>()
   let takenAt: number | undefined
+  // Open while no batch is in hand.
+  const idle = Latch.makeUnsafe(true)
 
   const record = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
     takenAt = yield* Clock.currentTimeMillis
+    idle.closeUnsafe()
     const recorded = yield* writeAll(batch)
     takenAt = undefined
+    idle.openUnsafe()
     for (const f of batch) outstanding.delete(f)
     yield* count(recorded)
     if (options.onFinalized) yield* options.onFinalized(batch.map((f) => ({ ...f, recorded: recorded.get(f)! })))
@@ -193,6 +199,7 @@ export const make = Effect.fnUntraced(function* (options: JobCompleterOptions = 
       Queue.offerUnsafe(queue, finished)
     },
     waited: (now) => (takenAt === undefined ? 0 : now - takenAt),
+    recorded: idle.await,
     close,
   }
   return completer

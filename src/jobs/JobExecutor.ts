@@ -8,6 +8,7 @@
  *   run under the watchdog, in a span (child of the job's traceparent)
  *        |-- exit ----------------------> `JobOutcome.outcomeOf`
  *        |-- interrupted, timed out ----> Retry / Discarded (timeout)
+ *        |-- interrupted by the fence --> Release (interrupted, its attempt not spent)
  *        `-- interrupted by shutdown ---> Release (interrupted, its attempt not spent)
  *
  * This is the hot path for short jobs, so its bookkeeping is synchronous: clock and metrics read
@@ -23,9 +24,11 @@ import type { Outcome } from "./JobFinalize.ts"
 import type { JobInfo, JobKind } from "./JobKind.ts"
 import * as JobMetrics from "./JobMetrics.ts"
 import { errorOf, outcomeOf, type RetryDelay, retryOrDiscard, timeoutMessage } from "./JobOutcome.ts"
-import type { JobWatchdog } from "./JobWatchdog.ts"
+import type { JobWatchdog, Watch } from "./JobWatchdog.ts"
 
 const defaultTimeout = Duration.minutes(5)
+
+export const fencedMessage = "the worker stopped the job before its lease could lapse: the lease could not be renewed"
 
 /** A kind's timeout (default 5 minutes), in milliseconds. */
 // biome-ignore lint/suspicious/noExplicitAny: kinds differ in their args and errors
@@ -117,7 +120,7 @@ export const make = <R>(
         const insertToStart = job.attemptedAt.getTime() - job.createdAt.getTime() + (started - claimedAt)
         metrics.insertToStart.updateUnsafe(insertToStart / 1000, context)
       }
-      const watch = { fiber, deadline: started + perKind.timeoutMillis, timedOut: false }
+      const watch: Watch = { fiber, deadline: started + perKind.timeoutMillis, stoppedBy: undefined }
       const record = (outcome: Outcome) => {
         watchdog.delete(watch)
         metrics.startToFinish.updateUnsafe((clock.currentTimeMillisUnsafe() - started) / 1000, context)
@@ -144,15 +147,16 @@ export const make = <R>(
         ),
         Effect.exit,
         Effect.map((exit) => record(outcomeOf(job, exit, clock.currentTimeMillisUnsafe(), retryDelay))),
-        // The watchdog interrupted it: a failed attempt. Otherwise shutdown did: put it back for
-        // another worker, its attempt not spent.
+        // Past its timeout: a failed attempt. Otherwise the fence or shutdown interrupted it: put
+        // it back for another worker, its attempt not spent.
         Effect.onInterrupt(() =>
           Effect.sync(() => {
             const now = clock.currentTimeMillisUnsafe()
-            if (watch.timedOut)
+            if (watch.stoppedBy === "timeout")
               return record(retryOrDiscard(job, errorOf(job, "timeout", timeoutMessage, now), now, retryDelay))
             watchdog.delete(watch)
-            const error = errorOf(job, "interrupted", "the worker shut down while the job ran", now)
+            const why = watch.stoppedBy === "fence" ? fencedMessage : "the worker shut down while the job ran"
+            const error = errorOf(job, "interrupted", why, now)
             completer.offer({
               id: job.id,
               attempt: job.attempt,

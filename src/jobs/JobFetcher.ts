@@ -3,10 +3,14 @@
  * the prefetch room) and starts them, under the queue's concurrency limit.
  *
  *   wake (NOTIFY on `jobs` with the queue's name, reconnect, poll, a freed slot after a full fetch)
- *     -> claim up to room = free slots + prefetch - held  (none while outcomes are stuck)
- *     -> each claimed job: a free slot starts it, or it is held
+ *     -> claim up to room = free slots + prefetch - held  (none while outcomes are stuck or the
+ *        worker is fenced)
+ *     -> each claimed job: a free slot starts it, or it is held (fenced meanwhile: all go back
+ *        unstarted)
  *     -> a full claim (mayHaveMore) claims again; a short one waits for the next wake
  *   slot: run its job (`JobExecutor`), then the held ones in turn -> none left: free the slot
+ *     (fenced: the held jobs go back unstarted, Release)
+ *   fence ends (`JobFence.onLive`): wake
  *   stop: no more claims or starts; the held jobs go back unstarted (Release)
  *
  * Wake-ups coalesce in a one-slot queue: the first notification starts a fetch at once, and any
@@ -23,6 +27,7 @@ import { NotificationStream } from "../platform/NotificationStream.ts"
 import { type ClaimedJob, claim } from "./JobClaim.ts"
 import type { JobCompleter } from "./JobCompleter.ts"
 import type { JobExecutor } from "./JobExecutor.ts"
+import type { JobFence } from "./JobFence.ts"
 import { errorOf } from "./JobOutcome.ts"
 
 export interface QueueOptions {
@@ -42,6 +47,8 @@ export interface FetcherContext<R> {
   readonly completer: JobCompleter
   /** True while the outcomes in hand are stuck: claim nothing then (see `JobMaintenance`). */
   readonly outcomesStuck: (now: number) => boolean
+  /** While it holds, claim and start nothing: the lease may lapse soon. */
+  readonly fence: JobFence
   readonly pollInterval: Duration.Input
 }
 
@@ -76,10 +83,36 @@ interface State {
 
 type Start<R> = (job: ClaimedJob, claimedAt: number) => Effect.Effect<unknown, never, R>
 
+/** Puts claimed jobs back unstarted, their attempt not spent. */
+const giveBack = (jobs: Iterable<ClaimedJob>, completer: JobCompleter, why: string, now: number) => {
+  for (const job of jobs) {
+    const error = errorOf(job, "interrupted", why, now)
+    completer.offer({ id: job.id, attempt: job.attempt, outcome: { _tag: "Release", at: new Date(now), error } })
+  }
+}
+
+const fencedBeforeStart = "the worker's lease could not be renewed before it started the job"
+
+/** The held job a freed slot starts next: none when stopping; none while fenced, and the held ones go back. */
+const nextHeld = <R>(state: State, context: FetcherContext<R>): Effect.Effect<Held | undefined> =>
+  Effect.suspend(() => {
+    if (state.stopping || state.held.length === 0) return Effect.succeed(undefined)
+    return Effect.map(Clock.currentTimeMillis, (now) => {
+      if (!context.fence.fenced(now)) return state.held.shift()
+      giveBack(
+        state.held.splice(0).map((h) => h.job),
+        context.completer,
+        fencedBeforeStart,
+        now,
+      )
+      return undefined
+    })
+  })
+
 /** Starting a slot, and what a slot does when its job ends. */
 const slots = <R>(
   state: State,
-  executor: JobExecutor<R>,
+  context: FetcherContext<R>,
   jobs: FiberSet.FiberSet<unknown, unknown>,
   poke: Effect.Effect<void>,
 ): Start<Exclude<R, Tracer.ParentSpan>> => {
@@ -88,8 +121,8 @@ const slots = <R>(
     const slot = Effect.gen(function* () {
       let next: Held | undefined = { job, claimedAt }
       while (next !== undefined) {
-        yield* executor.run(next.job, next.claimedAt)
-        next = state.stopping ? undefined : state.held.shift()
+        yield* context.executor.run(next.job, next.claimedAt)
+        next = yield* nextHeld(state, context)
         if (next !== undefined && state.mayHaveMore && state.held.length <= state.lowWater && !state.claiming) {
           // Time to refill: every slot yields until the fetcher has sent its claim, which
           // otherwise waits behind the slots' next jobs until the held ones run out.
@@ -106,9 +139,10 @@ const slots = <R>(
   const freed: Effect.Effect<void, never, Exclude<R, Tracer.ParentSpan>> = Effect.suspend(() => {
     state.running--
     // Jobs held after this slot last looked (it may yield on its way out) take the slot.
-    const next = state.stopping ? undefined : state.held.shift()
-    const refill = state.mayHaveMore && state.held.length <= state.lowWater ? poke : Effect.void
-    return next === undefined ? refill : Effect.andThen(start(next.job, next.claimedAt), refill)
+    return Effect.flatMap(nextHeld(state, context), (next) => {
+      const refill = state.mayHaveMore && state.held.length <= state.lowWater ? poke : Effect.void
+      return next === undefined ? refill : Effect.andThen(start(next.job, next.claimedAt), refill)
+    })
   })
   return start
 }
@@ -119,7 +153,7 @@ const fetch = <R>(state: State, context: FetcherContext<R>, start: Start<Exclude
     for (;;) {
       const now = yield* Clock.currentTimeMillis
       const room = state.concurrency - state.running + state.prefetch - state.held.length
-      if (room <= 0 || state.held.length > state.lowWater || context.outcomesStuck(now)) {
+      if (room <= 0 || state.held.length > state.lowWater || context.outcomesStuck(now) || context.fence.fenced(now)) {
         state.refilling = false
         return
       }
@@ -134,6 +168,10 @@ const fetch = <R>(state: State, context: FetcherContext<R>, start: Start<Exclude
       )
       const claimedAt = yield* Clock.currentTimeMillis
       state.mayHaveMore = claimed.length === room
+      if (context.fence.fenced(claimedAt)) {
+        giveBack(claimed, context.completer, fencedBeforeStart, claimedAt)
+        return
+      }
       for (const job of claimed) {
         if (state.running < state.concurrency) yield* start(job, claimedAt)
         else state.held.push({ job, claimedAt })
@@ -143,13 +181,14 @@ const fetch = <R>(state: State, context: FetcherContext<R>, start: Start<Exclude
   })
 
 const release = (state: State, completer: JobCompleter) =>
-  Effect.gen(function* () {
-    const now = yield* Clock.currentTimeMillis
-    for (const { job } of state.held.splice(0)) {
-      const error = errorOf(job, "interrupted", "the worker shut down before it started the job", now)
-      completer.offer({ id: job.id, attempt: job.attempt, outcome: { _tag: "Release", at: new Date(now), error } })
-    }
-  })
+  Effect.map(Clock.currentTimeMillis, (now) =>
+    giveBack(
+      state.held.splice(0).map((h) => h.job),
+      completer,
+      "the worker shut down before it started the job",
+      now,
+    ),
+  )
 
 /** Starts the fetch loop of `queue` in the current scope. */
 export const make = <R>(queue: string, { concurrency, prefetch = 0 }: QueueOptions, context: FetcherContext<R>) =>
@@ -170,12 +209,13 @@ export const make = <R>(queue: string, { concurrency, prefetch = 0 }: QueueOptio
       refilling: false,
       claiming: false,
     }
-    const start = slots(state, context.executor, jobs, poke)
+    const start = slots(state, context, jobs, poke)
     // A wake-up from outside says there may be new jobs, whatever the last claim found.
     const wakeUp = Effect.suspend(() => {
       state.mayHaveMore = true
       return poke
     })
+    context.fence.onLive(wakeUp)
     yield* notifications.subscribe("jobs", (w) =>
       w._tag === "Connected" || w.payload === queue ? wakeUp : Effect.void,
     )

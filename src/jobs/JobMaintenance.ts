@@ -1,7 +1,9 @@
 /**
  * A worker's maintenance, each task its own fiber that logs its failures and goes on:
  *
- *   heartbeat (every third of the lease): renew this worker's lease, unless outcomes are stuck
+ *   heartbeat (every third of the lease): renew this worker's lease, unless outcomes are stuck,
+ *     and tell the fence (`JobFence`) when a renewal succeeded; a failed renewal is tried again
+ *     after a twelfth of the lease, so that one lost connection does not cost the lease
  *   rescuer (every half lease): put back the jobs of workers whose lease expired; sample the
  *     runnable jobs per queue (`bothy.jobs.queue_depth`)
  *   cleaner (every `cleanerInterval`): remove finished jobs past their retention
@@ -10,12 +12,14 @@
  * has waited more than a lease (the database refuses or blocks it), the outcomes are stuck, the
  * heartbeat stops renewing the lease and the fetchers stop claiming, so that the lease runs out and
  * the rescuer (of any worker) puts the jobs back instead of leaving them `running` under a live
- * lease. Both resume once the batch is recorded.
+ * lease; before it runs out, the fence stops the jobs still running. Both resume once the batch is
+ * recorded.
  */
 import { Clock, Duration, Effect, Metric, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import * as JobCleaner from "./JobCleaner.ts"
 import type { JobCompleter } from "./JobCompleter.ts"
+import type { JobFence } from "./JobFence.ts"
 import * as JobLease from "./JobLease.ts"
 import * as JobMetrics from "./JobMetrics.ts"
 
@@ -23,6 +27,7 @@ export interface MaintenanceOptions {
   readonly workerId: string
   readonly leaseMillis: number
   readonly completer: JobCompleter
+  readonly fence: JobFence
   readonly completedRetentionMillis: number
   readonly deadRetentionMillis: number
   readonly cleanerInterval: Duration.Input
@@ -32,27 +37,39 @@ export interface MaintenanceOptions {
 export const outcomesStuck = (completer: JobCompleter, leaseMillis: number, now: number) =>
   completer.waited(now) > leaseMillis
 
-/** Renews the lease while outcomes get recorded; logs once when it stops and once when it resumes. */
-const heartbeat = ({ workerId, leaseMillis, completer }: MaintenanceOptions) => {
+/**
+ * Renews the lease while outcomes get recorded; logs once when it stops and once when it resumes.
+ * The next renewal goes out a third of the lease after one that succeeded, yet no later than half
+ * a lease after that one was sent, so that a slow renewal still leaves time before the fence (and
+ * a renewal that took so long that the fence is near goes out again at once); a twelfth of the
+ * lease after one that failed; and as soon as stuck outcomes are recorded.
+ */
+const heartbeat = ({ workerId, leaseMillis, completer, fence }: MaintenanceOptions) => {
   let lapsing = false
-  return Effect.gen(function* () {
-    const now = yield* Clock.currentTimeMillis
-    if (outcomesStuck(completer, leaseMillis, now)) {
+  const wait = (millis: number) => (millis > 0 ? Effect.sleep(Duration.millis(millis)) : Effect.yieldNow)
+  const beat = Effect.gen(function* () {
+    const sentAt = yield* Clock.currentTimeMillis
+    if (outcomesStuck(completer, leaseMillis, sentAt)) {
       if (!lapsing) {
         yield* Effect.logError(
-          `jobs: outcomes have waited ${Math.round(completer.waited(now) / 1000)} s to be recorded; worker ${workerId} stops renewing its lease and claiming until they are, so that its jobs are rescued`,
+          `jobs: outcomes have waited ${Math.round(completer.waited(sentAt) / 1000)} s to be recorded; worker ${workerId} stops renewing its lease and claiming until they are, so that its jobs are rescued`,
         )
       }
       lapsing = true
-      return
+      return Effect.race(wait(leaseMillis / 3), completer.recorded)
     }
     yield* JobLease.renew(workerId, leaseMillis)
     if (lapsing) yield* Effect.logWarning(`jobs: outcomes are recorded again; worker ${workerId} renewed its lease`)
     lapsing = false
+    const now = yield* Clock.currentTimeMillis
+    yield* fence.renewed(sentAt, now)
+    return wait(Math.min(leaseMillis / 3, sentAt + leaseMillis / 2 - now))
   }).pipe(
-    Effect.catchCause((cause) => Effect.logWarning("jobs: lease renewal failed", cause)),
-    Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 3))),
+    Effect.catchCause((cause) =>
+      Effect.as(Effect.logWarning("jobs: lease renewal failed", cause), wait(leaseMillis / 12)),
+    ),
   )
+  return Effect.flatten(beat).pipe(Effect.forever)
 }
 
 const rescuer = ({ leaseMillis }: MaintenanceOptions) =>

@@ -25,6 +25,13 @@ export const stale = attempts(
 )
 export const rescued = attempts("bothy.jobs.rescued", "running jobs of workers whose lease expired, put back")
 
+/** Times this worker stopped its running jobs and claims because its lease could not be renewed in time (`JobFence`). */
+export const fenced = Metric.counter("bothy.jobs.fenced", {
+  description:
+    "times this worker stopped its running jobs and its claims because its lease could not be renewed in time",
+  incremental: true,
+})
+
 /** Outcomes the database refused, recorded as their placeholder instead (see `JobCompleter`). */
 export const outcomePlaceholders = Metric.counter("bothy.jobs.outcome_placeholders", {
   description: "job outcomes the database refused, recorded as a placeholder instead",

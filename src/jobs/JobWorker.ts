@@ -10,7 +10,9 @@
  *       -> JobCompleter: takes whatever outcomes are waiting (one or a thousand) -> one statement
  *          (completed jobs are deleted, see `JobFinalize`); an outcome the database refuses is
  *          split off and recorded as a placeholder
- *   JobWatchdog: interrupts attempts past their kind's timeout
+ *   JobWatchdog: interrupts attempts past their kind's timeout, and every attempt while fenced
+ *   JobFence: until when this worker's lease is surely live; within a sixth of the lease of that
+ *     without a newer renewal, the worker stops its attempts and claims nothing until one succeeds
  *   JobMaintenance: heartbeat renews this worker's lease (not while outcomes are stuck); rescuer
  *     puts back jobs of workers whose lease expired, and samples queue depths; cleaner
  *
@@ -26,6 +28,10 @@
  * has waited more than a lease, the heartbeat stops renewing the lease and the fetchers stop
  * claiming, so that the rescuer puts the jobs back (see `JobMaintenance`).
  *
+ * A job never runs past its worker's lease, so never beside its rescued run elsewhere: whatever
+ * keeps the lease from being renewed (that, the database away, a renewal waiting on a lock), the
+ * fence interrupts the running attempts before the lease can lapse (see `JobFence`).
+ *
  * Shutdown (the layer's scope closing, e.g. on SIGTERM) ends within `shutdownTimeout` plus one
  * lease, whatever the database does: stop claiming, let running jobs finish up to
  * `shutdownTimeout`, interrupt the rest and put them back without spending their attempt; record
@@ -39,9 +45,10 @@
  */
 import { randomUUID } from "node:crypto"
 import { hostname } from "node:os"
-import { Array as Arr, Context, Duration, Effect, Fiber, FiberSet, Layer } from "effect"
+import { Array as Arr, Clock, Context, Duration, Effect, Fiber, FiberSet, Layer } from "effect"
 import * as JobCompleter from "./JobCompleter.ts"
 import * as JobExecutor from "./JobExecutor.ts"
+import * as JobFence from "./JobFence.ts"
 import * as JobFetcher from "./JobFetcher.ts"
 import type { JobKind } from "./JobKind.ts"
 import * as JobLease from "./JobLease.ts"
@@ -112,16 +119,19 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         return yield* Effect.die("JobWorker.layer needs at least one job kind")
       }
 
+      const sentAt = yield* Clock.currentTimeMillis
       yield* JobLease.renew(id, leaseMillis)
+      const fence = JobFence.make({ workerId: id, leaseMillis, sentAt })
       // Every outcome waiting when the completer is free goes out in one statement.
       const completer = yield* JobCompleter.make({ onFinalized: options.onFinalized })
-      const watchdog = JobWatchdog.make(options.kinds.map(JobExecutor.timeoutMillis))
+      const watchdog = JobWatchdog.make(options.kinds.map(JobExecutor.timeoutMillis), fence)
       const executor = JobExecutor.make(options.kinds, completer, watchdog)
       const context: JobFetcher.FetcherContext<R> = {
         workerId: id,
         executor,
         completer,
         outcomesStuck: (now) => JobMaintenance.outcomesStuck(completer, leaseMillis, now),
+        fence,
         pollInterval: options.pollInterval ?? Duration.seconds(1),
       }
       const queues = Object.entries(options.queues ?? { default: { concurrency: 10 } })
@@ -130,6 +140,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         workerId: id,
         leaseMillis,
         completer,
+        fence,
         completedRetentionMillis: Duration.toMillis(options.completedRetention ?? Duration.hours(1)),
         deadRetentionMillis: Duration.toMillis(options.deadRetention ?? Duration.days(7)),
         cleanerInterval: options.cleanerInterval ?? Duration.minutes(1),

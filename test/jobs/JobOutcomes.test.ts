@@ -7,7 +7,6 @@ import {
   Duration,
   Effect,
   Exit,
-  Fiber,
   Layer,
   Logger,
   Metric,
@@ -26,6 +25,7 @@ import { Jobs } from "../../src/jobs/Jobs.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { isStorable } from "../../src/platform/StorableText.ts"
+import * as RowLock from "../support/RowLock.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
 const Live = Layer.mergeAll(Jobs.layer, NotificationStream.layer()).pipe(Layer.provideMerge(TestDatabase.layer()))
@@ -149,22 +149,9 @@ const setUp = Effect.gen(function* () {
 
 /** Holds a row lock on job `id` in a transaction of its own until the returned effect releases it. */
 const lockRow = (id: bigint) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const locked = yield* Deferred.make<void>()
-    const unlock = yield* Deferred.make<void>()
-    const holder = yield* sql
-      .withTransaction(
-        Effect.gen(function* () {
-          yield* sql`SELECT id FROM jobs WHERE id = ${id} FOR UPDATE`
-          yield* Deferred.succeed(locked, undefined)
-          yield* Deferred.await(unlock)
-        }),
-      )
-      .pipe(Effect.forkChild)
-    yield* Deferred.await(locked)
-    return Deferred.succeed(unlock, undefined).pipe(Effect.andThen(Fiber.join(holder)))
-  })
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(RowLock.hold(sql`SELECT id FROM jobs WHERE id = ${id} FOR UPDATE`), (lock) => lock.release),
+  )
 
 layer(Live, { excludeTestServices: true })("Job outcomes", (it) => {
   it.effect(

@@ -4,10 +4,11 @@
  * and the exactly-once check.
  */
 import { assert } from "@effect/vitest"
-import { Deferred, Effect, Fiber } from "effect"
+import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import type { FanOutJob } from "../../src/consumer/ConsumerRound.ts"
 import type { Event } from "../../src/log/Event.ts"
+import * as RowLock from "./RowLock.ts"
 
 /** Adds a cursor row for `name` at the current head, as a consumer's migration would. */
 export const register = (name: string) =>
@@ -40,25 +41,9 @@ export const wantedCte = (sql: SqlClient.SqlClient, receivers: number) => sql`
  * would) and returns once it is held; `release` ends that transaction.
  */
 export const holdCursor = (name: string) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const locked = yield* Deferred.make<void>()
-    const release = yield* Deferred.make<void>()
-    const holder = yield* sql
-      .withTransaction(
-        Effect.gen(function* () {
-          yield* sql`SELECT 1 FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE`
-          yield* Deferred.succeed(locked, undefined)
-          yield* Deferred.await(release)
-        }),
-      )
-      .pipe(Effect.forkChild)
-    yield* Deferred.await(locked)
-    return {
-      held: Effect.map(Deferred.isDone(release), (done) => !done),
-      release: Deferred.succeed(release, undefined).pipe(Effect.andThen(Fiber.join(holder))),
-    }
-  })
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    RowLock.hold(sql`SELECT 1 FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE`),
+  )
 
 export const cursor = (name: string) =>
   Effect.flatMap(
