@@ -195,6 +195,9 @@ export const run = (options: RunOptions) =>
         history,
         unexpectedExits: workers.unexpectedExits.filter((e) => e.running).length,
         startFailures: workers.unexpectedExits.filter((e) => !e.running).length,
+        startFailuresUnexplained: workers.unexpectedExits.filter(
+          (e) => !e.running && !Workers.faultExplains(e.lastLines),
+        ).length,
         jobsLeftRunning: running!.n,
       }
       const verdict = yield* Verdict.judge(judged)

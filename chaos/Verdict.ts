@@ -62,6 +62,7 @@ export interface Zeros {
   readonly doubled_effects: number
   readonly sent_after_gone: number
   readonly workers_exited_unasked: number
+  readonly worker_start_failures_unexplained: number
   readonly faults_not_carried_out: number
 }
 
@@ -97,8 +98,10 @@ export const judge = (input: {
   readonly history: History.History
   /** Workers that exited on their own while running. */
   readonly unexpectedExits: number
-  /** Workers whose start failed under a fault (bothy exits 1 then, by design): a figure, not a target. */
+  /** Workers whose start failed (bothy exits 1 then, by design, when its database is away). */
   readonly startFailures: number
+  /** Of those, the ones no fault accounts for (`Workers.faultExplains`). */
+  readonly startFailuresUnexplained: number
   readonly jobsLeftRunning: number
   readonly options?: Options
 }) =>
@@ -466,6 +469,7 @@ export const judge = (input: {
       doubled_effects: doubled,
       sent_after_gone: sentAfterGone,
       workers_exited_unasked: input.unexpectedExits,
+      worker_start_failures_unexplained: input.startFailuresUnexplained,
       faults_not_carried_out: history.failed.length,
     }
     const figures: Record<string, number> = {

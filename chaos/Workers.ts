@@ -23,6 +23,15 @@ interface Slot {
   exited: Promise<number | null> | undefined
 }
 
+/**
+ * A failed start the faults account for: its database connection refused (PostgreSQL restarting)
+ * or cut (`pg_terminate_backend` during the migrations). Any other is a defect of the start.
+ */
+export const faultExplains = (lastLines: string) =>
+  /cannot connect to|terminating connection|Connection terminated|the database system is (starting up|shutting down|not yet accepting)|ECONNRESET|ECONNREFUSED/.test(
+    lastLines,
+  )
+
 export interface UnexpectedExit {
   readonly worker: number
   /** It had said it runs: false is a start that failed (its migration's connection cut, say). */

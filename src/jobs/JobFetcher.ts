@@ -22,13 +22,14 @@
  * is left: no fiber per job. Without prefetch a job starts at once, inside the claiming fiber; with
  * it, through the scheduler, so that the fetcher can send the next claim while the held jobs run.
  */
-import { Clock, type Duration, Effect, Fiber, FiberSet, Queue, type Tracer } from "effect"
+import { Clock, type Duration, Effect, Exit, Fiber, FiberSet, Queue, type Tracer } from "effect"
 import { NotificationStream } from "../platform/NotificationStream.ts"
 import { type ClaimedJob, claim } from "./JobClaim.ts"
 import type { JobCompleter } from "./JobCompleter.ts"
 import type { JobExecutor } from "./JobExecutor.ts"
 import type { JobFence } from "./JobFence.ts"
 import { errorOf } from "./JobOutcome.ts"
+import type { JobsInHand } from "./JobsInHand.ts"
 
 export interface QueueOptions {
   /** Jobs of this queue that run at once in this worker. */
@@ -49,6 +50,7 @@ export interface FetcherContext<R> {
   readonly outcomesStuck: (now: number) => boolean
   /** While it holds, claim and start nothing: the lease may lapse soon. */
   readonly fence: JobFence
+  readonly inHand: JobsInHand
   readonly pollInterval: Duration.Input
 }
 
@@ -158,7 +160,12 @@ const fetch = <R>(state: State, context: FetcherContext<R>, start: Start<Exclude
         return
       }
       state.claiming = true
+      const inHand = context.inHand.claiming()
       const claimed = yield* claim(state.queue, context.executor.kindNames, room, context.workerId, new Date(now)).pipe(
+        Effect.tap((jobs) => Effect.sync(() => inHand.claimed(jobs.map((j) => j.id)))),
+        Effect.onExit((exit) =>
+          Effect.map(Clock.currentTimeMillis, (at) => inHand.settled(Exit.isSuccess(exit) ? undefined : at)),
+        ),
         Effect.ensuring(
           Effect.sync(() => {
             state.claiming = false

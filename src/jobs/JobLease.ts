@@ -30,6 +30,30 @@ export const live = Effect.fnUntraced(function* () {
     SELECT id, expires_at AS "expiresAt" FROM job_workers WHERE expires_at > clock_timestamp() ORDER BY id`
 })
 
+/**
+ * Puts back the jobs `running` under `worker`, claimed more than `graceMillis` ago, that it does not
+ * hold (`JobsInHand`: a claim committed whose answer was lost), as a rescue does; returns their ids.
+ */
+export const releaseOrphans = Effect.fnUntraced(function* (
+  worker: string,
+  inHand: ReadonlyArray<bigint>,
+  graceMillis: number,
+) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<{ id: bigint }>`
+    UPDATE jobs SET
+      state = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'retryable' END::job_state,
+      finalized_at = CASE WHEN attempt >= max_attempts THEN clock_timestamp() END,
+      scheduled_at = clock_timestamp(),
+      errors = errors || jsonb_build_array(jsonb_build_object(
+        'attempt', attempt, 'at', clock_timestamp(), 'kind', 'rescued',
+        'message', 'worker ' || ${worker} || ' claimed this job but never got the claim''s answer (its connection was cut)'))
+    WHERE state = 'running' AND attempted_by = ${worker}
+      AND attempted_at < clock_timestamp() - ${SqlInterval.millis(sql, graceMillis)}
+      AND NOT (id = ANY (${inHand.map(String)}::bigint[]))
+    RETURNING id`
+})
+
 /** Returns the rescued jobs' ids. */
 export const rescue = Effect.fnUntraced(function* () {
   const sql = yield* SqlClient.SqlClient

@@ -22,12 +22,14 @@ import type { JobCompleter } from "./JobCompleter.ts"
 import type { JobFence } from "./JobFence.ts"
 import * as JobLease from "./JobLease.ts"
 import * as JobMetrics from "./JobMetrics.ts"
+import type { JobsInHand } from "./JobsInHand.ts"
 
 export interface MaintenanceOptions {
   readonly workerId: string
   readonly leaseMillis: number
   readonly completer: JobCompleter
   readonly fence: JobFence
+  readonly inHand: JobsInHand
   readonly completedRetentionMillis: number
   readonly deadRetentionMillis: number
   readonly cleanerInterval: Duration.Input
@@ -44,7 +46,30 @@ export const outcomesStuck = (completer: JobCompleter, leaseMillis: number, now:
  * a renewal that took so long that the fence is near goes out again at once); a twelfth of the
  * lease after one that failed; and as soon as stuck outcomes are recorded.
  */
-const heartbeat = ({ workerId, leaseMillis, completer, fence }: MaintenanceOptions) => {
+/** After a failed claim, the jobs it may have claimed unknown to this worker go back (see `JobsInHand`). */
+const orphans = ({ workerId, leaseMillis, inHand }: MaintenanceOptions, now: number) =>
+  Effect.suspend(() => {
+    const check = inHand.orphanCheck(now, leaseMillis)
+    if (check === undefined) return Effect.void
+    return JobLease.releaseOrphans(workerId, check.inHand, leaseMillis).pipe(
+      Effect.tap((released) =>
+        released.length === 0
+          ? Effect.void
+          : Metric.update(JobMetrics.rescued, released.length).pipe(
+              Effect.andThen(
+                Effect.logWarning(
+                  `jobs: put back ${released.length} jobs that worker ${workerId} had claimed without getting the claim's answer (ids ${released.map((r) => r.id).join(", ")})`,
+                ),
+              ),
+            ),
+      ),
+      Effect.tap(() => Effect.sync(check.done)),
+      Effect.catchCause((cause) => Effect.logWarning("jobs: putting back unanswered claims failed", cause)),
+    )
+  })
+
+const heartbeat = (options: MaintenanceOptions) => {
+  const { workerId, leaseMillis, completer, fence } = options
   let lapsing = false
   const wait = (millis: number) => (millis > 0 ? Effect.sleep(Duration.millis(millis)) : Effect.yieldNow)
   const beat = Effect.gen(function* () {
@@ -63,6 +88,7 @@ const heartbeat = ({ workerId, leaseMillis, completer, fence }: MaintenanceOptio
     lapsing = false
     const now = yield* Clock.currentTimeMillis
     yield* fence.renewed(sentAt, now)
+    yield* orphans(options, now)
     return wait(Math.min(leaseMillis / 3, sentAt + leaseMillis / 2 - now))
   }).pipe(
     Effect.catchCause((cause) =>

@@ -53,6 +53,7 @@ import * as JobFetcher from "./JobFetcher.ts"
 import type { JobKind } from "./JobKind.ts"
 import * as JobLease from "./JobLease.ts"
 import * as JobMaintenance from "./JobMaintenance.ts"
+import * as JobsInHand from "./JobsInHand.ts"
 import * as JobWatchdog from "./JobWatchdog.ts"
 
 export interface JobWorkerOptions<R> {
@@ -123,7 +124,14 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
       yield* JobLease.renew(id, leaseMillis)
       const fence = JobFence.make({ workerId: id, leaseMillis, sentAt })
       // Every outcome waiting when the completer is free goes out in one statement.
-      const completer = yield* JobCompleter.make({ onFinalized: options.onFinalized })
+      const inHand = JobsInHand.make()
+      const completer = yield* JobCompleter.make({
+        onFinalized: (batch) =>
+          Effect.suspend(() => {
+            for (const f of batch) inHand.finished(f.id)
+            return options.onFinalized?.(batch) ?? Effect.void
+          }),
+      })
       const watchdog = JobWatchdog.make(options.kinds.map(JobExecutor.timeoutMillis), fence)
       const executor = JobExecutor.make(options.kinds, completer, watchdog)
       const context: JobFetcher.FetcherContext<R> = {
@@ -132,6 +140,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         completer,
         outcomesStuck: (now) => JobMaintenance.outcomesStuck(completer, leaseMillis, now),
         fence,
+        inHand,
         pollInterval: options.pollInterval ?? Duration.seconds(1),
       }
       const queues = Object.entries(options.queues ?? { default: { concurrency: 10 } })
@@ -141,6 +150,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         leaseMillis,
         completer,
         fence,
+        inHand,
         completedRetentionMillis: Duration.toMillis(options.completedRetention ?? Duration.hours(1)),
         deadRetentionMillis: Duration.toMillis(options.deadRetention ?? Duration.days(7)),
         cleanerInterval: options.cleanerInterval ?? Duration.minutes(1),

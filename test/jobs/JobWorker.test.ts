@@ -1,7 +1,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
 import { Clock, Context, Duration, Effect, Layer, Queue, Redacted, Schema } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, Statement } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as JobBackoff from "../../src/jobs/JobBackoff.ts"
 import { claim } from "../../src/jobs/JobClaim.ts"
@@ -404,6 +404,59 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
         ...Array.from({ length: 2 }, () => "the worker shut down while the job ran"),
       ])
     }),
+  )
+
+  it.effect(
+    "JobsClaimAnswerLostIsPutBack: a claim that committed but whose answer never came (its connection cut) is put back by its own worker, whose lease stays live, and runs",
+    () =>
+      Effect.gen(function* () {
+        const jobs = yield* Jobs
+        const sql = yield* SqlClient.SqlClient
+        const ran = yield* Queue.unbounded<number>()
+        const kind = JobKind.make({
+          kind: "answer_lost",
+          args: Schema.Struct({}),
+          run: (_, job) => Queue.offer(ran, job.attempt).pipe(Effect.asVoid),
+        })
+        yield* jobs.insert([{ kind: "answer_lost", queue: "answer_lost", args: {}, uniqueKey: "answer_lost:1" }])
+        // The first claim runs for real, then its answer is lost: the rows are committed as the
+        // worker's, and the worker sees a failure.
+        let cut = true
+        const cutAfterClaim: Statement.Transformer = (self) => {
+          const [text, params] = self.compile()
+          if (!cut || !/SET state = 'running'/.test(text) || !/answer_lost/.test(JSON.stringify(params)))
+            return Effect.succeed(self)
+          cut = false
+          return sql
+            .unsafe(text, params)
+            .pipe(
+              Effect.orDie,
+              Effect.andThen(Effect.die(new Error("the connection was cut before the claim's answer came"))),
+            )
+        }
+        const finalized = yield* Queue.unbounded<Batch>()
+        yield* Layer.build(
+          JobWorker.layer({
+            kinds: [kind],
+            queues: { answer_lost: { concurrency: 2 } },
+            lease: "600 millis",
+            pollInterval: "50 millis",
+            onFinalized: (batch) => Queue.offer(finalized, batch).pipe(Effect.asVoid),
+          }),
+        ).pipe(Effect.provideService(Statement.CurrentTransformer, cutAfterClaim))
+        // Run by a later claim, after the worker put it back: its first attempt spent, not run.
+        // Bounded, so that without the put-back the test fails rather than hangs.
+        assert.strictEqual(yield* Queue.take(ran).pipe(Effect.timeout("20 seconds")), 2)
+        assert.strictEqual((yield* nextOutcome(finalized))._tag, "Completed")
+        const r = yield* row("answer_lost")
+        assert.deepStrictEqual([r.state, r.attempt], ["completed", 2])
+        assert.deepStrictEqual(
+          r.errors.map((e) => [e.attempt, e.kind]),
+          [[1, "rescued"]],
+        )
+        assert.match(r.errors[0]!.message, /never got the claim's answer/)
+        assert.isFalse(cut, "the claim was cut")
+      }).pipe(Effect.scoped),
   )
 
   it.effect("JobsClaimSameMillisecond: a job inserted within the millisecond of the claim's clock is claimed", () =>
