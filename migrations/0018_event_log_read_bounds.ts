@@ -11,10 +11,6 @@
  * the times after the locked position; the head's time bounds what that snapshot can read. The
  * drainer's lookup of its batch's events joins by each delivery's `event_at`, so likewise
  * `webhook_pending_since` bounds it by the oldest event of the pending deliveries it reads.
- *
- * PL/pgSQL, not SQL: the first chaos run with these written in SQL (whose execution PostgreSQL 18
- * rewrote) saw PostgreSQL 18.4 backends crash (a segfault in `AllocSetFree`, the whole server
- * restarting) eleven times in 20 minutes, and none in the hours of runs before them.
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
@@ -23,24 +19,18 @@ export default Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   yield* sql`
     CREATE FUNCTION event_log_cursor_at(consumer_name text) RETURNS timestamptz
-    LANGUAGE plpgsql STABLE PARALLEL SAFE
-    AS $$ BEGIN
-      RETURN coalesce((SELECT last_at FROM event_consumer_cursors WHERE name = consumer_name), '-infinity');
-    END $$`
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ SELECT coalesce((SELECT last_at FROM event_consumer_cursors WHERE name = consumer_name), '-infinity') $$`
   yield* sql`
     CREATE FUNCTION event_log_head_at() RETURNS timestamptz
-    LANGUAGE plpgsql STABLE PARALLEL SAFE
-    AS $$ BEGIN
-      RETURN coalesce((SELECT last_at FROM event_seq), 'infinity');
-    END $$`
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ SELECT coalesce((SELECT last_at FROM event_seq), 'infinity') $$`
   // The first pending delivery by seq has the oldest event: times never decrease with seq.
   yield* sql`
     CREATE FUNCTION webhook_pending_since(subscription uuid, after_seq bigint) RETURNS timestamptz
-    LANGUAGE plpgsql STABLE PARALLEL SAFE
-    AS $$ BEGIN
-      RETURN coalesce((
-        SELECT date_trunc('milliseconds', event_at) FROM webhook_deliveries
-        WHERE subscription_id = subscription AND state = 'pending' AND event_seq > after_seq
-        ORDER BY event_seq LIMIT 1), '-infinity');
-    END $$`
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$ SELECT coalesce((
+      SELECT date_trunc('milliseconds', event_at) FROM webhook_deliveries
+      WHERE subscription_id = subscription AND state = 'pending' AND event_seq > after_seq
+      ORDER BY event_seq LIMIT 1), '-infinity') $$`
 })
