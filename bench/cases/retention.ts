@@ -79,11 +79,10 @@ const consumerReads = (reads: number) =>
       SELECT 'bench', ${from}, occurred_at FROM event_log WHERE seq = ${from}
       ON CONFLICT (name) DO UPDATE SET last_seq = excluded.last_seq, last_at = excluded.last_at`
     const cursor = sql`SELECT last_seq, last_at FROM event_consumer_cursors WHERE name = 'bench'`
-    const since = sql`event_log_cursor_at('bench')`
     const times: Array<number> = []
     for (let i = 0; i < reads; i++) {
       const t0 = performance.now()
-      const read = yield* log.readFrom(cursor, 500, since)
+      const read = yield* log.readFrom(cursor, 500)
       times.push(performance.now() - t0)
       if (read._tag === "None" || read.value.events.length !== 500)
         return yield* Effect.die("the read did not return 500 events")

@@ -63,7 +63,6 @@ export const sampleGauges = Effect.fn("Consumer.sampleGauges")(function* (name: 
     SELECT c.last_seq AS "lastSeq", s.value AS head,
            (SELECT occurred_at FROM event_log
             WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= s.last_at
-              AND occurred_at >= event_log_cursor_at(${name}) AND occurred_at <= event_log_head_at()
             ORDER BY seq LIMIT 1) AS oldest
     FROM event_consumer_cursors AS c CROSS JOIN event_seq AS s
     WHERE c.name = ${name}`

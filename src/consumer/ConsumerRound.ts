@@ -129,7 +129,7 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
 
   const body = Effect.gen(function* () {
     // One more than a batch: tells whether more is waiting, and how old it is, for the gauges.
-    const position = yield* log.readFrom(lockCursor, batchSize + 1, sql`event_log_cursor_at(${name})`)
+    const position = yield* log.readFrom(lockCursor, batchSize + 1)
     if (Option.isNone(position)) return { _tag: "Locked" } as const
     const { after: last, head, events: read } = position.value
     const full = read.length > batchSize

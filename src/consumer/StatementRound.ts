@@ -6,9 +6,8 @@
  *
  *   c         lock the cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> no row: Locked
  *   read      the batch after last_seq, plus one event (is more waiting, and since when); its
- *             time between the cursor's last_at and the head's, both also through the STABLE
- *             functions of migration 0018, so that the hour leaves that cannot hold it are pruned
- *             before the statement runs, not opened and skipped
+ *             time between the cursor's last_at and the head's, so only the day partitions that
+ *             can hold it are read
  *   pos, go   the head; go = the batch follows the cursor without a hole and nothing is missing
  *             up to the head
  *   ev        the batch when go, else empty
@@ -104,7 +103,6 @@ export const make = (
         FROM c CROSS JOIN LATERAL (
           SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log
           WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
-            AND occurred_at >= event_log_cursor_at(${name}) AND occurred_at <= event_log_head_at()
           ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
       ), pos AS MATERIALIZED (

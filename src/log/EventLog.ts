@@ -206,7 +206,7 @@ const readWith = (sql: SqlClient.SqlClient) =>
   })
 
 const readFromWith = (sql: SqlClient.SqlClient) =>
-  Effect.fn("EventLog.readFrom")(function* (from: Statement.Fragment, limit: number, since?: Statement.Fragment) {
+  Effect.fn("EventLog.readFrom")(function* (from: Statement.Fragment, limit: number) {
     const rows = yield* sql<{ after: bigint; head: bigint; headEpoch: number; seq: bigint | null }>`
       WITH c AS MATERIALIZED (${from})
       SELECT c.last_seq AS after, s.value AS head, s.epoch AS "headEpoch", e.seq, e.epoch,
@@ -216,7 +216,6 @@ const readFromWith = (sql: SqlClient.SqlClient) =>
       LEFT JOIN LATERAL (
         SELECT * FROM event_log
         WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= s.last_at
-          AND occurred_at >= ${since ?? sql`'-infinity'::timestamptz`} AND occurred_at <= event_log_head_at()
         ORDER BY seq LIMIT ${limit}
       ) AS e ON true
       ORDER BY e.seq`
@@ -266,14 +265,10 @@ export class EventLog extends Context.Service<
      * query returning at most one row with a `last_seq` column and a `last_at` column, a lower
      * bound of the times after it (a consumer's locked cursor row, say; `'-infinity'` for none),
      * so locking the position and reading after it take one round trip. No row: `None`.
-     * `since`, a STABLE expression that is a lower bound of the same times known before the
-     * statement runs (`event_log_cursor_at(name)` for a cursor), prunes the older hour leaves
-     * before the read starts; without it every leaf is opened and set up (see migration 0018).
      */
     readonly readFrom: (
       from: Statement.Fragment,
       limit: number,
-      since?: Statement.Fragment,
     ) => Effect.Effect<
       Option.Option<{ readonly after: bigint; readonly head: Head; readonly events: ReadonlyArray<Event> }>,
       SqlError

@@ -83,7 +83,7 @@ export const consumers = (sql: SqlClient.SqlClient) => sql<ConsumerStatus>`
   SELECT c.name, c.last_seq AS "lastSeq", s.value AS head, (s.value - c.last_seq)::float8 AS lag,
          COALESCE(extract(epoch FROM clock_timestamp() - (
            SELECT occurred_at FROM event_log
-           WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= event_log_head_at()
+           WHERE seq > c.last_seq AND occurred_at >= c.last_at
            ORDER BY seq LIMIT 1)), 0)::float8
            AS "pendingAgeSeconds",
          c.updated_at AS "updatedAt"

@@ -109,9 +109,6 @@ const pendingCtes = (
       ORDER BY event_seq LIMIT ${read.limit}
     ) AS d
     LEFT JOIN event_log AS e ON e.seq = d.event_seq AND ${timeOf(drain.sql, drain.sql`d.event_at`)}
-      -- Known when the statement starts, so the hour leaves outside are pruned before it runs.
-      AND e.occurred_at >= webhook_pending_since(${read.subscriptionId}::uuid, ${read.after})
-      AND e.occurred_at <= event_log_head_at()
     WHERE w.subscription_id = ${read.subscriptionId}::uuid AND w.job_id = ${read.job}
       -- A later attempt of the job runs elsewhere: this run is stale and must not send beside it.
       AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = w.job_id AND j.attempt > ${read.attempt})

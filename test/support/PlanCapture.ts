@@ -2,8 +2,7 @@
  * What a statement of the code under test really reads: while `effect` runs, every statement whose
  * text matches `pattern` is first run as `EXPLAIN (ANALYZE, FORMAT JSON)` in a savepoint (or a
  * transaction) that is rolled back, then as itself. The plans are kept; `touched` names the tables
- * a plan actually scanned (nodes that ran at least once), so pruning at execution time shows;
- * `planned` the ones it set up, so only pruning before the statement starts shows.
+ * a plan actually scanned (nodes that ran at least once), so pruning at execution time shows.
  */
 import { Effect, Schema } from "effect"
 import { SqlClient, Statement } from "effect/sql"
@@ -30,25 +29,16 @@ export const explaining = <A, E, R>(pattern: RegExp, effect: Effect.Effect<A, E,
     return { result, plans }
   })
 
-const relations = (plan: unknown, ran: boolean): ReadonlyArray<string> => {
+/** The relations of `plan` whose scan ran at least once, sorted. */
+export const touched = (plan: unknown): ReadonlyArray<string> => {
   const names = new Set<string>()
   const visit = (node: unknown) => {
     if (Array.isArray(node)) return node.forEach(visit)
     if (typeof node !== "object" || node === null) return
     const n = node as Record<string, unknown>
-    if (typeof n["Relation Name"] === "string" && (!ran || Number(n["Actual Loops"] ?? 0) > 0))
-      names.add(n["Relation Name"])
+    if (typeof n["Relation Name"] === "string" && Number(n["Actual Loops"] ?? 0) > 0) names.add(n["Relation Name"])
     for (const value of Object.values(n)) if (typeof value === "object") visit(value)
   }
   visit(plan)
   return [...names].sort()
 }
-
-/** The relations of `plan` whose scan ran at least once, sorted. */
-export const touched = (plan: unknown): ReadonlyArray<string> => relations(plan, true)
-
-/**
- * The relations `plan` set up, whether their scan ran or not, sorted: a partition pruned while the
- * statement ran is here (opened, locked, its scan initialized), one pruned before it started is not.
- */
-export const planned = (plan: unknown): ReadonlyArray<string> => relations(plan, false)
