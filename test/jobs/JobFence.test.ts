@@ -185,8 +185,18 @@ const ownRole = Effect.gen(function* () {
     shutOut: Effect.gen(function* () {
       yield* sql.unsafe(`ALTER ROLE "${name}" NOLOGIN`)
       yield* Effect.addFinalizer(() => Effect.orDie(letIn))
-      // Waits (up to 5 s) for each backend to be gone, so that nothing it was sent runs after.
-      yield* sql`SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = ${name}`
+      // Waits (up to 5 s) for each backend to be gone, so that nothing it was sent runs after, and
+      // again until a pass finds none: a connection that logged in just before NOLOGIN shows in
+      // pg_stat_activity only once its start-up ends (the CI run found one writing after this).
+      yield* TestClock.withLive(
+        eventually(
+          sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM (
+              SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = ${name}) AS t`,
+          (rows) => rows[0]!.n === 0,
+          { what: "no connection of the shut-out role left", within: "20 seconds", every: "100 millis" },
+        ),
+      )
     }),
     letIn,
   }
