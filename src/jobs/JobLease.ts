@@ -7,7 +7,7 @@
  * Leases are database time (`clock_timestamp()`), so workers on skewed clocks agree.
  */
 import { Effect } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import * as SqlInterval from "../platform/SqlInterval.ts"
 
 /** Creates or extends this worker's lease by `leaseMillis`. */
@@ -30,6 +30,14 @@ export const live = Effect.fnUntraced(function* () {
     SELECT id, expires_at AS "expiresAt" FROM job_workers WHERE expires_at > clock_timestamp() ORDER BY id`
 })
 
+/** What a rescue sets: retryable (discarded after its last attempt), with a `rescued` error saying why. */
+const putBack = (sql: SqlClient.SqlClient, message: Statement.Fragment) => sql`
+  state = CASE WHEN jobs.attempt >= jobs.max_attempts THEN 'discarded' ELSE 'retryable' END::job_state,
+  finalized_at = CASE WHEN jobs.attempt >= jobs.max_attempts THEN clock_timestamp() END,
+  scheduled_at = clock_timestamp(),
+  errors = jobs.errors || jsonb_build_array(jsonb_build_object(
+    'attempt', jobs.attempt, 'at', clock_timestamp(), 'kind', 'rescued', 'message', ${message}))`
+
 /**
  * Puts back the jobs `running` under `worker`, claimed more than `graceMillis` ago, that it does not
  * hold (`JobsInHand`: a claim committed whose answer was lost), as a rescue does; returns their ids.
@@ -41,13 +49,7 @@ export const releaseOrphans = Effect.fnUntraced(function* (
 ) {
   const sql = yield* SqlClient.SqlClient
   return yield* sql<{ id: bigint }>`
-    UPDATE jobs SET
-      state = CASE WHEN attempt >= max_attempts THEN 'discarded' ELSE 'retryable' END::job_state,
-      finalized_at = CASE WHEN attempt >= max_attempts THEN clock_timestamp() END,
-      scheduled_at = clock_timestamp(),
-      errors = errors || jsonb_build_array(jsonb_build_object(
-        'attempt', attempt, 'at', clock_timestamp(), 'kind', 'rescued',
-        'message', 'worker ' || ${worker} || ' claimed this job but never got the claim''s answer (its connection was cut)'))
+    UPDATE jobs SET ${putBack(sql, sql`'worker ' || ${worker} || ' claimed this job but never got the claim''s answer (its connection was cut)'`)}
     WHERE state = 'running' AND attempted_by = ${worker}
       AND attempted_at < clock_timestamp() - ${SqlInterval.millis(sql, graceMillis)}
       AND NOT (id = ANY (${inHand.map(String)}::bigint[]))
@@ -65,13 +67,7 @@ export const rescue = Effect.fnUntraced(function* () {
           SELECT 1 FROM job_workers AS w WHERE w.id = j.attempted_by AND w.expires_at > clock_timestamp())
       FOR UPDATE OF j SKIP LOCKED
     )
-    UPDATE jobs SET
-      state = CASE WHEN jobs.attempt >= jobs.max_attempts THEN 'discarded' ELSE 'retryable' END::job_state,
-      finalized_at = CASE WHEN jobs.attempt >= jobs.max_attempts THEN clock_timestamp() END,
-      scheduled_at = clock_timestamp(),
-      errors = jobs.errors || jsonb_build_array(jsonb_build_object(
-        'attempt', jobs.attempt, 'at', clock_timestamp(), 'kind', 'rescued',
-        'message', 'the lease of worker ' || coalesce(jobs.attempted_by, '?') || ' expired while it ran this job'))
+    UPDATE jobs SET ${putBack(sql, sql`'the lease of worker ' || coalesce(jobs.attempted_by, '?') || ' expired while it ran this job'`)}
     FROM lost WHERE jobs.id = lost.id
     RETURNING jobs.id, jobs.state::text AS state`
   yield* sql`DELETE FROM job_workers WHERE expires_at < clock_timestamp() - interval '1 hour'`
