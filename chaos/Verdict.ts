@@ -130,7 +130,9 @@ export const judge = (input: {
       state: string
       reason: string | null
       finished: Date | null
-    }>`SELECT subscription_id::text AS sub, event_seq AS seq, state, dead_reason AS reason, finished_at AS finished
+      sequence: bigint | null
+    }>`SELECT subscription_id::text AS sub, event_seq AS seq, state, dead_reason AS reason, finished_at AS finished,
+              sequence
        FROM webhook_deliveries`
     const jobs = yield* sql<{
       registration: string
@@ -198,6 +200,9 @@ export const judge = (input: {
     let lost = 0
     let orderViolations = 0
     let sequenceGaps = 0
+    // The documented edge (README, "sequence"): a number a crashed drainer left on its delivery, which
+    // was then suppressed when read again; its request may have gone out, so the number stays.
+    let sequenceGapsSuppressedAfterCrash = 0
     let deniedButDelivered = 0
     let wronglyDenied = 0
     let pendingLeft = 0
@@ -315,8 +320,20 @@ export const judge = (input: {
       const sequences = seenSequences
       const top = Math.max(0, ...sequences)
       if (sequences.size !== top) {
-        sequenceGaps += top - sequences.size
-        example("sequence_gaps", `${plan.name}: ${sequences.size} numbers up to ${top}`)
+        // What holds each missing number, so that a gap can be told from a loss.
+        const holders = new Map(rows.filter((r) => r.sequence !== null).map((r) => [Number(r.sequence), r]))
+        for (let n = 1; n <= top; n++) {
+          if (sequences.has(n)) continue
+          const r = holders.get(n)
+          const held = r === undefined ? "no row" : `seq ${r.seq} ${r.state}${r.reason === null ? "" : `/${r.reason}`}`
+          if (r?.state === "dead" && (r.reason === "permission" || r.reason === "scope")) {
+            sequenceGapsSuppressedAfterCrash++
+            example("sequence_gaps_suppressed_after_crash", `${plan.name}: number ${n} (${held})`)
+          } else {
+            sequenceGaps++
+            example("sequence_gaps", `${plan.name}: number ${n} never seen (${held})`)
+          }
+        }
       }
       // Every matching event: a row, and an accepted arrival unless it was denied while revoked.
       for (const e of live) {
@@ -491,6 +508,7 @@ export const judge = (input: {
       push_accepted: pushAccepted,
       push_denied: pushDenied,
       worker_start_failures: input.startFailures,
+      sequence_gaps_suppressed_after_crash: sequenceGapsSuppressedAfterCrash,
       ...Object.fromEntries(endings.map((e) => [`webhook_rows_${e.state}${e.reason ? `_${e.reason}` : ""}`, e.n])),
     }
     return { zeros, figures, resends, examples } satisfies Verdict

@@ -53,10 +53,15 @@ export const moveAllTo = Effect.fn("ConsumerCursors.moveAllTo")(function* (head:
  * Locks the cursor of `name` inside the caller's transaction, waiting for a round that holds it, and
  * returns its `last_seq`: until the caller commits, no round of that consumer runs, and the ones
  * that ran before have committed (`undefined`: no such consumer).
+ *
+ * It writes the row (unchanged) rather than only locking it: a one-statement round whose snapshot
+ * was taken before the caller committed, and that locks the row after, then finds a newer version
+ * than its snapshot's and writes nothing (`StatementRound`), instead of acting on a snapshot
+ * without the caller's change.
  */
 export const lock = Effect.fn("ConsumerCursors.lock")(function* (name: string) {
   const sql = yield* SqlClient.SqlClient
   const [row] = yield* sql<{ lastSeq: bigint }>`
-    SELECT last_seq AS "lastSeq" FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE`
+    UPDATE event_consumer_cursors SET last_seq = last_seq WHERE name = ${name} RETURNING last_seq AS "lastSeq"`
   return row?.lastSeq
 })

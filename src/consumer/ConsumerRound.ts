@@ -3,8 +3,8 @@
  * and advances the cursor, so the jobs and the cursor move together or not at all.
  *
  *   BEGIN
- *   lock cursor row (FOR UPDATE SKIP LOCKED) and read the batch after last_seq and the head, in
- *   one statement (one snapshot) ── row held elsewhere ──> ROLLBACK, Locked
+ *   lock cursor row (FOR UPDATE SKIP LOCKED) with the head, then read the batch after last_seq up
+ *   to that head (`EventLog.readFrom`) ── row held elsewhere ──> ROLLBACK, Locked
  *   report lost ranges to the loss handler (seqs at or below head that are gone)
  *   nothing new ──> ROLLBACK, CaughtUp
  *   fan out
@@ -22,6 +22,7 @@ import { type InvalidJob, Jobs } from "../jobs/Jobs.ts"
 import type { Event } from "../log/Event.ts"
 import { EventLog, type Head } from "../log/EventLog.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
+import * as ReadWindow from "./ReadWindow.ts"
 
 /** A job the fan-out wants for one event and one receiver. */
 export interface FanOutJob {
@@ -76,6 +77,7 @@ export interface RoundOptions<E, R> {
   readonly oneStatement?: (round: {
     readonly name: string
     readonly batchSize: number
+    readonly window: ReadWindow.ReadWindow
   }) => Effect.Effect<RoundOutcome | undefined, E | SqlError, R>
 }
 
@@ -122,8 +124,8 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
   const jobs = yield* Jobs
   const { name, batchSize } = options
 
-  // Lock and read in one statement: the round is BEGIN, this, the fan-out's own statements, the
-  // job insert with the cursor update, COMMIT.
+  // The round is BEGIN, the lock with the head, the read, the fan-out's own statements, the job
+  // insert with the cursor update, COMMIT.
   const lockCursor = sql`
     SELECT last_seq, last_at FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED`
 
@@ -184,7 +186,7 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
       (nothing) => Effect.succeed(nothing.outcome),
     ),
   )
-  const oneStatement = options.oneStatement?.({ name, batchSize })
+  const oneStatement = options.oneStatement?.({ name, batchSize, window: yield* ReadWindow.make })
   const round: Effect.Effect<RoundOutcome, E | InvalidJob | SqlError, R> = (
     oneStatement === undefined
       ? transactional

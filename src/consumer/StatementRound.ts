@@ -6,10 +6,10 @@
  *
  *   c         lock the cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> no row: Locked
  *   read      the batch after last_seq, plus one event (is more waiting, and since when); its
- *             time between the cursor's last_at and the head's, so only the day partitions that
- *             can hold it are read
- *   pos, go   the head; go = the batch follows the cursor without a hole and nothing is missing
- *             up to the head
+ *             time between the cursor's last_at and the head's, and within the `ReadWindow`
+ *             given as parameters, so only the hour leaves that can hold it are planned and read
+ *   pos, go   the head; go = the batch follows the cursor without a hole, nothing is missing up
+ *             to the head, and the cursor row locked is the one the statement's snapshot sees
  *   ev        the batch when go, else empty
  *   ...       the fan-out's CTEs, ending in `wanted`
  *   jobs_*    the jobs wanted, through `Jobs.insertCtes` (unique key: `ConsumerRound.uniqueKeySql`)
@@ -27,6 +27,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import * as Jobs from "../jobs/Jobs.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
 import { type RoundOutcome, uniqueKeySql } from "./ConsumerRound.ts"
+import * as ReadWindow from "./ReadWindow.ts"
 
 /**
  * A consumer's fan-out as SQL. `ctes` follow `ev (seq bigint, space text, type text, epoch int,
@@ -46,10 +47,19 @@ export interface StatementFanOut {
   readonly sideEffects?: ReadonlyArray<string>
 }
 
+/** What `ConsumerRound` gives a consumer's `oneStatement`. */
+export interface RoundOf {
+  readonly name: string
+  readonly batchSize: number
+  readonly window: ReadWindow.ReadWindow
+}
+
 export interface StatementRoundOptions {
   readonly name: string
   readonly batchSize: number
   readonly fanOut: StatementFanOut
+  /** What the consumer's earlier rounds saw; without it, the round looks its window up first. */
+  readonly window?: ReadWindow.ReadWindow
 }
 
 interface Row {
@@ -61,6 +71,8 @@ interface Row {
   readonly full: boolean
   readonly nextOccurredAt: Date | null
   readonly ok: boolean
+  readonly cursorAt: Date | null
+  readonly dbNow: Date
   readonly wanted: number
   readonly inserted: number
   /** Of the events the round wrote for, the first `TraceParent.maxLinks` traces (null without any). */
@@ -93,20 +105,28 @@ export const make = (
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const { name, batchSize, fanOut } = options
+    const window = options.window ?? (yield* ReadWindow.make)
+    const bounds = yield* window.next(name)
     const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
     const rows = yield* sql<Row>`
       WITH c AS MATERIALIZED (
-        SELECT last_seq, last_at FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
+        SELECT last_seq, last_at, xmin AS version FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
       ), read AS MATERIALIZED (
         SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
                row_number() OVER (ORDER BY e.seq) AS n
         FROM c CROSS JOIN LATERAL (
           SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log
           WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
+            AND occurred_at >= coalesce(${bounds?.since ?? null}::timestamptz, '-infinity')
+            AND occurred_at <= coalesce(${bounds?.until ?? null}::timestamptz, 'infinity')
           ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
       ), pos AS MATERIALIZED (
-        SELECT c.last_seq AS after, h.value AS head, h.epoch AS head_epoch,
+        SELECT c.last_seq AS after, c.last_at AS after_at, h.value AS head, h.epoch AS head_epoch,
+               -- A row locked in a newer version than the snapshot's was changed after the
+               -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
+               -- of the consumer's own tables is then older than the lock.
+               c.version = (SELECT xmin FROM event_consumer_cursors WHERE name = ${name}) AS fresh,
                (SELECT count(*) FROM read WHERE n <= ${batchSize})::int AS events,
                (SELECT max(seq) FROM read WHERE n <= ${batchSize}) AS to_seq,
                (SELECT max(occurred_at) FROM read WHERE n <= ${batchSize}) AS to_at,
@@ -114,7 +134,7 @@ export const make = (
                (SELECT occurred_at FROM read WHERE n = ${batchSize + 1}) AS next_occurred_at
         FROM c CROSS JOIN event_seq AS h
       ), go AS MATERIALIZED (
-        SELECT coalesce(events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
+        SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
       ), ev AS (
         SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
       ), ${fanOut.ctes(sql)}, ${Jobs.insertCtes(
@@ -134,6 +154,8 @@ export const make = (
       )
       SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
              p.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
+             ${ReadWindow.cursorAtSql(sql, "CASE WHEN g.ok THEN greatest(p.after_at, p.to_at) ELSE p.after_at END")} AS "cursorAt",
+             clock_timestamp() AS "dbNow",
              (SELECT array_agg(t.trace_parent) FROM (
                 SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT ${TraceParent.maxLinks}
               ) AS t) AS "traceParents",
@@ -141,6 +163,7 @@ export const make = (
              ${sql.join(" + ", false)(["unflushed", ...(fanOut.sideEffects ?? [])].map(read))} AS side_effects
       FROM pos AS p CROSS JOIN go AS g`
     const result = outcome(rows[0])
+    if (rows[0] !== undefined) yield* window.saw(rows[0])
     yield* TraceParent.linkCurrent(rows[0]?.traceParents ?? [])
     if (result?._tag === "Processed") yield* Jobs.countSuppressed(result.suppressed)
     return result

@@ -205,24 +205,38 @@ const readWith = (sql: SqlClient.SqlClient) =>
     return yield* decodeEvents(rows).pipe(Effect.orDie)
   })
 
+/**
+ * Two statements, so that the read's bounds are parameters: PostgreSQL prunes the hour leaves with
+ * parameters when it plans, but with values of another relation (the cursor row, the head) only
+ * while the statement runs, after it has planned and set up every leaf (with 30 days of leaves,
+ * that was most of a round). The read is bounded by the first statement's head as well as its
+ * time, so what it returns is what a one-statement read would have: the log is gapless and every
+ * seq up to that head had committed, so a later snapshot sees them all, unless retention removed
+ * them (then they are lost either way).
+ */
 const readFromWith = (sql: SqlClient.SqlClient) =>
   Effect.fn("EventLog.readFrom")(function* (from: Statement.Fragment, limit: number) {
-    const rows = yield* sql<{ after: bigint; head: bigint; headEpoch: number; seq: bigint | null }>`
+    // The times as text: a JS Date drops the microseconds, and the head's own event would then
+    // fall after an upper bound rounded down.
+    const [position] = yield* sql<{ after: bigint; afterAt: string; head: bigint; headEpoch: number; headAt: string }>`
       WITH c AS MATERIALIZED (${from})
-      SELECT c.last_seq AS after, s.value AS head, s.epoch AS "headEpoch", e.seq, e.epoch,
-             e.occurred_at AS "occurredAt", e.space_id AS space, e.type, e.actor, e.payload,
-             e.trace_parent AS "traceParent"
-      FROM c CROSS JOIN event_seq AS s
-      LEFT JOIN LATERAL (
-        SELECT * FROM event_log
-        WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= s.last_at
-        ORDER BY seq LIMIT ${limit}
-      ) AS e ON true
-      ORDER BY e.seq`
-    const first = rows[0]
-    if (first === undefined) return Option.none()
-    const events = yield* decodeEvents(first.seq === null ? [] : rows).pipe(Effect.orDie)
-    return Option.some({ after: first.after, head: { seq: first.head, epoch: first.headEpoch }, events })
+      SELECT c.last_seq AS after, c.last_at::text AS "afterAt", s.value AS head, s.epoch AS "headEpoch",
+             s.last_at::text AS "headAt"
+      FROM c CROSS JOIN event_seq AS s`
+    if (position === undefined) return Option.none()
+    const { after, afterAt, head, headEpoch, headAt } = position
+    const rows =
+      head > after
+        ? yield* sql`
+            SELECT seq, epoch, occurred_at AS "occurredAt", space_id AS space, type, actor, payload,
+                   trace_parent AS "traceParent"
+            FROM event_log
+            WHERE seq > ${after} AND seq <= ${head}
+              AND occurred_at >= ${afterAt}::timestamptz AND occurred_at <= ${headAt}::timestamptz
+            ORDER BY seq LIMIT ${limit}`
+        : []
+    const events = yield* decodeEvents(rows).pipe(Effect.orDie)
+    return Option.some({ after, head: { seq: head, epoch: headEpoch }, events })
   })
 
 export class EventLog extends Context.Service<
@@ -253,7 +267,7 @@ export class EventLog extends Context.Service<
     /** Up to `limit` events with `seq > afterSeq`, in seq order, from one snapshot. */
     readonly read: (afterSeq: bigint, limit: number) => Effect.Effect<ReadonlyArray<Event>, SqlError>
     /**
-     * `read` and `head` from one snapshot. Because the log is gapless, any seq at or below `head`
+     * `read`, bounded by `head`, read first. Because the log is gapless, any seq at or below `head`
      * that is missing from the result has left the log (retention), never "not committed yet".
      */
     readonly readWithHead: (
@@ -261,10 +275,10 @@ export class EventLog extends Context.Service<
       limit: number,
     ) => Effect.Effect<{ readonly head: Head; readonly events: ReadonlyArray<Event> }, SqlError>
     /**
-     * `readWithHead` after the `last_seq` that `from` yields, in the same statement: `from` is a
-     * query returning at most one row with a `last_seq` column and a `last_at` column, a lower
-     * bound of the times after it (a consumer's locked cursor row, say; `'-infinity'` for none),
-     * so locking the position and reading after it take one round trip. No row: `None`.
+     * `readWithHead` after the `last_seq` that `from` yields: `from` is a query returning at most
+     * one row with a `last_seq` column and a `last_at` column, a lower bound of the times after it
+     * (a consumer's locked cursor row, say; `'-infinity'` for none). Two statements (see
+     * `readFromWith`): inside a transaction, a lock `from` takes holds for the read. No row: `None`.
      */
     readonly readFrom: (
       from: Statement.Fragment,
@@ -305,7 +319,7 @@ const make = (sequencing: Sequencing) =>
       )
     const readFrom = readFromWith(sql)
     const readWithHead = (afterSeq: bigint, limit: number) =>
-      readFrom(sql`SELECT ${afterSeq}::int8 AS last_seq`, limit).pipe(
+      readFrom(sql`SELECT ${afterSeq}::int8 AS last_seq, '-infinity'::timestamptz AS last_at`, limit).pipe(
         Effect.flatMap(
           Option.match({
             onNone: () => noCounterRow,

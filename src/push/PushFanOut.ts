@@ -91,7 +91,7 @@ export const roundOptions = (audience: PushAudienceShape, ttl: Duration.Duration
     ...(audience.inSql === undefined
       ? {}
       : {
-          oneStatement: (round: { readonly name: string; readonly batchSize: number }) =>
+          oneStatement: (round: StatementRound.RoundOf) =>
             StatementRound.make({ ...round, fanOut: statementFanOut(audience, maxAttempts) }),
         }),
     onLoss,

@@ -138,7 +138,7 @@ export const roundOptions = (options: { readonly batchSize: number } & Partial<F
     name,
     batchSize: options.batchSize,
     fanOut: makeFanOut(fanOutOptions),
-    oneStatement: (round: { readonly name: string; readonly batchSize: number }) =>
+    oneStatement: (round: StatementRound.RoundOf) =>
       StatementRound.make({ ...round, fanOut: statementFanOut(fanOutOptions) }),
     onLoss,
   }

@@ -1,8 +1,10 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect } from "effect"
-import { SqlClient } from "effect/sql"
+import { Duration, Effect, Fiber } from "effect"
+import { SqlClient, Statement } from "effect/sql"
 import { disable } from "../../src/webhooks/SubscriptionStates.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { eventually } from "../support/Eventually.ts"
+import * as RowLock from "../support/RowLock.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -26,6 +28,23 @@ const dropFromLog = (seqs: ReadonlyArray<bigint>) =>
   })
 
 const append = (space: string, i: number) => TestWebhooks.append(space, { i })
+
+/** The advisory lock the paused round waits on (`pausedBeforeCursorLock`). */
+const pauseKey = 918_001
+
+/**
+ * Makes the one-statement round wait, after its statement's snapshot is taken and before it locks
+ * the cursor row, until `pauseKey` is free: the round's cursor lock gets a condition that takes it.
+ */
+const pausedBeforeCursorLock: Statement.Transformer = (self, sql) => {
+  const [text, params] = self.compile()
+  if (!/xmin AS version/.test(text)) return Effect.succeed(self)
+  const paused = text.replace(
+    "FOR UPDATE SKIP LOCKED",
+    `AND (SELECT true FROM pg_advisory_xact_lock_shared(${pauseKey})) FOR UPDATE SKIP LOCKED`,
+  )
+  return Effect.succeed(sql.unsafe(paused, params))
+}
 
 layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) => {
   it.effect(
@@ -120,6 +139,51 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
           [
             [0, 1],
             [3, 2],
+          ],
+        )
+      }),
+  )
+
+  it.effect(
+    "ReEnableDuringRoundLosesNothing: a re-enabling from a seq that commits after a one-statement round took its snapshot and before it locked the cursor: every event from that seq on gets its delivery",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const webhooks = yield* Webhooks
+        const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+        const sub = yield* TestWebhooks.subscribe("owner-r", receiver.url("/r"), ["r-a"])
+        yield* disable([sub.id], "gap")
+        // Read while disabled (no delivery), then two the cursor has not reached yet.
+        const from = yield* append("r-a", 1)
+        yield* TestWebhooks.round()
+        yield* append("r-a", 2)
+        yield* append("r-a", 3)
+
+        const pause = yield* RowLock.hold(sql`SELECT pg_advisory_xact_lock(${pauseKey})`)
+        const round = yield* TestWebhooks.round().pipe(
+          Effect.provideService(Statement.CurrentTransformer, pausedBeforeCursorLock),
+          Effect.forkChild,
+        )
+        yield* eventually(
+          sql<{ n: number }>`
+            SELECT count(*)::int AS n FROM pg_locks WHERE locktype = 'advisory' AND objid = ${pauseKey} AND NOT granted`,
+          ([row]) => row!.n === 1,
+          { what: "the round waiting before its cursor lock", within: "20 seconds", every: "10 millis" },
+        )
+        assert.deepStrictEqual(yield* webhooks.enable(sub.id, { fromSeq: from.firstSeq }), {
+          _tag: "Enabled",
+          after: from.firstSeq - 1n,
+          deliveries: 1,
+        })
+        yield* pause.release
+        yield* Fiber.join(round)
+        yield* TestWebhooks.round()
+        assert.deepStrictEqual(
+          (yield* TestWebhooks.deliveries(sub.id)).map((d) => [d.i, d.state]),
+          [
+            [1, "pending"],
+            [2, "pending"],
+            [3, "pending"],
           ],
         )
       }),
