@@ -212,7 +212,9 @@ const readWith = (sql: SqlClient.SqlClient) =>
  * that was most of a round). The read is bounded by the first statement's head as well as its
  * time, so what it returns is what a one-statement read would have: the log is gapless and every
  * seq up to that head had committed, so a later snapshot sees them all, unless retention removed
- * them (then they are lost either way).
+ * them (then they are lost either way). The read runs unprepared: planned each time with its
+ * bounds, it prunes the leaves while planning and locks only those; a prepared statement's generic
+ * plan would lock every leaf, and the read's time would grow with the days kept.
  */
 const readFromWith = (sql: SqlClient.SqlClient) =>
   Effect.fn("EventLog.readFrom")(function* (from: Statement.Fragment, limit: number) {
@@ -233,7 +235,7 @@ const readFromWith = (sql: SqlClient.SqlClient) =>
             FROM event_log
             WHERE seq > ${after} AND seq <= ${head}
               AND occurred_at >= ${afterAt}::timestamptz AND occurred_at <= ${headAt}::timestamptz
-            ORDER BY seq LIMIT ${limit}`
+            ORDER BY seq LIMIT ${limit}`.unprepared
         : []
     const events = yield* decodeEvents(rows).pipe(Effect.orDie)
     return Option.some({ after, head: { seq: head, epoch: headEpoch }, events })
