@@ -16,8 +16,9 @@
  * The consumer names that exist are the rows of `event_consumer_cursors`, fixed by migrations; a
  * layer for a name without a row fails at start.
  */
-import { Clock, Duration, Effect, Layer, Metric, Queue, Schema } from "effect"
+import { Clock, Duration, Effect, Layer, Metric, Option, Queue, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import { EventLog } from "../log/EventLog.ts"
 import { NotificationStream } from "../platform/NotificationStream.ts"
 import * as ConsumerMetrics from "./ConsumerMetrics.ts"
 import * as ConsumerRound from "./ConsumerRound.ts"
@@ -56,20 +57,23 @@ const ageSeconds = (occurredAt: Date | undefined | null) =>
     ? Effect.succeed(0)
     : Effect.map(Clock.currentTimeMillis, (now) => Math.max(0, (now - occurredAt.getTime()) / 1000))
 
-/** Reads lag and pending age from the database and sets the consumer's gauges. */
+/**
+ * Reads lag and pending age from the database and sets the consumer's gauges: the first event
+ * after the cursor, read as a round reads (`EventLog.readFrom`, its bounds parameters, so only the
+ * leaves that can hold it are planned).
+ */
 export const sampleGauges = Effect.fn("Consumer.sampleGauges")(function* (name: string) {
   const sql = yield* SqlClient.SqlClient
-  const [row] = yield* sql<{ lastSeq: bigint; head: bigint; oldest: Date | null }>`
-    SELECT c.last_seq AS "lastSeq", s.value AS head,
-           (SELECT occurred_at FROM event_log
-            WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= s.last_at
-            ORDER BY seq LIMIT 1) AS oldest
-    FROM event_consumer_cursors AS c CROSS JOIN event_seq AS s
-    WHERE c.name = ${name}`
-  if (row === undefined) return
+  const log = yield* EventLog
+  const position = yield* log.readFrom(
+    sql`SELECT last_seq, last_at FROM event_consumer_cursors WHERE name = ${name}`,
+    1,
+  )
+  if (Option.isNone(position)) return
+  const { after, head, events } = position.value
   const g = gauges(name)
-  yield* Metric.update(g.lag, Number(row.head - row.lastSeq))
-  yield* Metric.update(g.pendingAge, yield* ageSeconds(row.oldest))
+  yield* Metric.update(g.lag, Number(head.seq - after))
+  yield* Metric.update(g.pendingAge, yield* ageSeconds(events[0]?.occurredAt))
 })
 
 const record = (name: string, outcome: ConsumerRound.RoundOutcome) =>

@@ -74,11 +74,14 @@ export interface RoundOptions<E, R> {
    * `StatementRound.make` with the consumer's fan-out as SQL. `undefined` when it cannot (events
    * lost from the log): the transactional round runs instead.
    */
-  readonly oneStatement?: (round: {
-    readonly name: string
-    readonly batchSize: number
-    readonly window: ReadWindow.ReadWindow
-  }) => Effect.Effect<RoundOutcome | undefined, E | SqlError, R>
+  readonly oneStatement?: (round: RoundOf) => Effect.Effect<RoundOutcome | undefined, E | SqlError, R>
+}
+
+/** What the round gives a consumer's `oneStatement`: its name, batch size and `ReadWindow`. */
+export interface RoundOf {
+  readonly name: string
+  readonly batchSize: number
+  readonly window: ReadWindow.ReadWindow
 }
 
 /** Ends a round that wrote nothing by rolling its transaction back. */

@@ -47,13 +47,6 @@ export interface StatementFanOut {
   readonly sideEffects?: ReadonlyArray<string>
 }
 
-/** What `ConsumerRound` gives a consumer's `oneStatement`. */
-export interface RoundOf {
-  readonly name: string
-  readonly batchSize: number
-  readonly window: ReadWindow.ReadWindow
-}
-
 export interface StatementRoundOptions {
   readonly name: string
   readonly batchSize: number

@@ -15,7 +15,7 @@
 import { type Array as Arr, type Duration, Effect, Layer, Metric } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../consumer/Consumer.ts"
-import type { FanOutJob, LostRange } from "../consumer/ConsumerRound.ts"
+import type { FanOutJob, LostRange, RoundOf } from "../consumer/ConsumerRound.ts"
 import * as StatementRound from "../consumer/StatementRound.ts"
 import type { Event } from "../log/Event.ts"
 import { PushAudience, type PushAudienceShape } from "./PushAudience.ts"
@@ -91,7 +91,7 @@ export const roundOptions = (audience: PushAudienceShape, ttl: Duration.Duration
     ...(audience.inSql === undefined
       ? {}
       : {
-          oneStatement: (round: StatementRound.RoundOf) =>
+          oneStatement: (round: RoundOf) =>
             StatementRound.make({ ...round, fanOut: statementFanOut(audience, maxAttempts) }),
         }),
     onLoss,

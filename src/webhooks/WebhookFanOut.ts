@@ -22,7 +22,7 @@
 import { type Array as Arr, type Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../consumer/Consumer.ts"
-import type { FanOutJob, LostRange } from "../consumer/ConsumerRound.ts"
+import type { FanOutJob, LostRange, RoundOf } from "../consumer/ConsumerRound.ts"
 import * as StatementRound from "../consumer/StatementRound.ts"
 import type { Event } from "../log/Event.ts"
 import { deliverKind, drainJob, maxAttempts, queue } from "./DrainJob.ts"
@@ -138,8 +138,7 @@ export const roundOptions = (options: { readonly batchSize: number } & Partial<F
     name,
     batchSize: options.batchSize,
     fanOut: makeFanOut(fanOutOptions),
-    oneStatement: (round: StatementRound.RoundOf) =>
-      StatementRound.make({ ...round, fanOut: statementFanOut(fanOutOptions) }),
+    oneStatement: (round: RoundOf) => StatementRound.make({ ...round, fanOut: statementFanOut(fanOutOptions) }),
     onLoss,
   }
 }
