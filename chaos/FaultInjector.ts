@@ -184,9 +184,10 @@ export const run = (context: Context, faults: ReadonlyArray<FaultSchedule.Fault>
           })
         case "retention-gap":
           return Effect.gen(function* () {
+            // A worker's own run may hold the retention lease: wait it out, the gap is this fault's point.
             const retention = yield* persist(
               Retention.run({ retention: Duration.days(7), dropPause: Duration.millis(20) }),
-            )
+            ).pipe(Effect.repeat({ while: (r) => r.busy, schedule: Schedule.spaced("500 millis") }))
             history.gap = { at: Date.now(), cursors: context.stall.cursors, dropped: retention.dropped }
             yield* context.stall.release
             yield* note(f, `${FaultSchedule.describe(f)}: dropped ${retention.dropped.join(", ") || "nothing"}`)

@@ -19,11 +19,15 @@
  *   ensure     the partitions from today through today + runway (by `now`, so a worker that was
  *              down for days creates the ones it missed)
  *
+ * One run at a time across workers (`RetentionLease`): a run that finds the lease held does nothing
+ * and says so (`busy`); the holder's run does the work, and the next run after it any left over.
+ *
  * DETACH CONCURRENTLY cannot run in a transaction block or beside another statement (FINALIZE
  * can, but waits for old readers just the same): each runs alone on a connection reserved for it, under a lock timeout (it never queues for long
  * behind a lock) and a statement timeout (a reader that never ends cannot hold it for ever: it is
  * left pending, and the next run finishes it). Two workers running at once only get in each
- * other's way: the loser's statement fails on the lock or finds the work done, and is skipped.
+ * other's way (the lease above keeps them apart while it holds): the loser's statement fails on the
+ * lock or finds the work done, and is skipped.
  *
  * Why a drop goes in pieces: dropping a table frees its blocks at once, and on a filesystem that
  * discards freed blocks online (ext4 mounted with `discard`, usual on cloud disks) the journal
@@ -39,6 +43,7 @@ import { pgFailure } from "../platform/PgError.ts"
 import * as SqlInterval from "../platform/SqlInterval.ts"
 import * as EventLogDetach from "./EventLogDetach.ts"
 import * as EventLogPartitions from "./EventLogPartitions.ts"
+import * as RetentionLease from "./RetentionLease.ts"
 
 export interface RetentionOptions {
   /** `sync.event_retention`. */
@@ -60,6 +65,8 @@ export interface RetentionRun {
   readonly created: number
   /** Statements that failed (another worker's lock, a timeout): retried by the next run. */
   readonly skipped: ReadonlyArray<{ readonly partition: string; readonly reason: string }>
+  /** Another worker's run held the lease: this one did nothing. */
+  readonly busy: boolean
 }
 
 interface DayTable {
@@ -131,6 +138,18 @@ const dropPieces = (sql: SqlClient.SqlClient, table: string) =>
 
 /** One run at `now` (see the module header). Failing statements are skipped and reported, never fatal. */
 export const run = Effect.fn("Retention.run")(function* (options: RetentionOptions) {
+  return yield* Effect.scoped(
+    Effect.gen(function* () {
+      if (!(yield* RetentionLease.hold())) return elsewhere
+      return yield* runHeld(options)
+    }),
+  )
+})
+
+/** What a run that found the lease held returns. */
+const elsewhere: RetentionRun = { finalized: [], detached: [], dropped: [], created: 0, skipped: [], busy: true }
+
+const runHeld = Effect.fnUntraced(function* (options: RetentionOptions) {
   const sql = yield* SqlClient.SqlClient
   const settings: Required<RetentionOptions> = {
     runway: EventLogPartitions.runway,
@@ -181,11 +200,12 @@ export const run = Effect.fn("Retention.run")(function* (options: RetentionOptio
   const [ensured] = yield* sql<{ created: number }>`
     SELECT event_log_ensure_partitions(${new Date(now).toISOString()}::timestamptz,
                                        ${SqlInterval.millis(sql, Duration.toMillis(settings.runway))}) AS created`
-  return { finalized, detached, dropped, created: ensured?.created ?? 0, skipped } satisfies RetentionRun
+  return { finalized, detached, dropped, created: ensured?.created ?? 0, skipped, busy: false } satisfies RetentionRun
 })
 
 const report = (r: RetentionRun) =>
   Effect.gen(function* () {
+    if (r.busy) return yield* Effect.logDebug("retention: another worker's run holds the lease; nothing done")
     if (r.created > 0) yield* Effect.logInfo(`retention: created ${r.created} event_log partitions`)
     if (r.finalized.length > 0)
       yield* Effect.logInfo(`retention: finished pending detaches of ${r.finalized.join(", ")}`)

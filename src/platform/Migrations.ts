@@ -24,6 +24,7 @@ import eventLogSequencing from "../../migrations/0013_event_log_sequencing.ts"
 import retention from "../../migrations/0015_retention.ts"
 import webhookOptions from "../../migrations/0016_webhook_options.ts"
 import eventLogHourlyLeaves from "../../migrations/0017_event_log_hourly_leaves.ts"
+import retentionLease from "../../migrations/0018_retention_lease.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -42,6 +43,7 @@ export const migrations = {
   "0015_retention": retention,
   "0016_webhook_options": webhookOptions,
   "0017_event_log_hourly_leaves": eventLogHourlyLeaves,
+  "0018_retention_lease": retentionLease,
 } as const
 
 /** The table in which the migrator records applied migrations. */

@@ -106,25 +106,56 @@ layer(Live, { excludeTestServices: true })("Retention", (it) => {
   )
 
   it.effect(
-    "RetentionFromTwoWorkers: two runs at once detach and drop each old partition once between them, without failing",
+    "RetentionFromTwoWorkers: two runs at once, five times over, detach and drop every old partition once between them, without failing or skipping one (alone, each refuses the other's detaches)",
     () =>
       Effect.gen(function* () {
         const now = Date.now()
-        yield* days(now - 30 * dayMillis, 5)
-        yield* appendAt([now - 29 * dayMillis])
-        const [a, b] = yield* Effect.all(
-          [
-            Retention.run({ retention: week, dropPause: Duration.zero }),
-            Retention.run({ retention: week, dropPause: Duration.zero }),
-          ],
-          {
-            concurrency: 2,
-          },
+        for (let round = 0; round < 5; round++) {
+          const first = now - (30 + 6 * round) * dayMillis
+          yield* days(first, 4)
+          yield* appendAt([first])
+          const [a, b] = yield* Effect.all(
+            [
+              Retention.run({ retention: week, dropPause: Duration.zero }),
+              Retention.run({ retention: week, dropPause: Duration.zero }),
+            ],
+            { concurrency: 2 },
+          )
+          const runs = JSON.stringify({ round, a, b })
+          assert.deepStrictEqual([...a.skipped, ...b.skipped], [], runs)
+          const dropped = [...a.dropped, ...b.dropped].sort()
+          assert.deepStrictEqual(dropped, [...new Set(dropped)], `none dropped twice: ${runs}`)
+          assert.include(dropped, dayName(first), runs)
+          assert.isFalse(
+            (yield* tables).some((t) => t.name <= dayName(now - 25 * dayMillis)),
+            runs,
+          )
+        }
+      }),
+  )
+
+  it.effect(
+    "RetentionLeaseLapses: a run finds the lease another worker holds and does nothing; once that lease has lapsed (its worker died) the next run takes it and does the work",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const now = Date.now()
+        yield* days(now - 70 * dayMillis, 1)
+        yield* sql`UPDATE retention_lease SET holder = 'dead worker', expires_at = clock_timestamp() + interval '1 hour'`
+        const held = yield* Retention.run({ retention: week, dropPause: Duration.zero })
+        assert.isTrue(held.busy)
+        assert.deepStrictEqual(held.dropped, [])
+        assert.include(
+          (yield* tables).map((t) => t.name),
+          dayName(now - 70 * dayMillis),
         )
-        const dropped = [...a.dropped, ...b.dropped].sort()
-        assert.deepStrictEqual(dropped, [...new Set(dropped)], "none dropped twice")
-        assert.isTrue(dropped.includes(dayName(now - 29 * dayMillis)))
-        assert.isFalse((yield* tables).some((t) => t.name <= dayName(now - 25 * dayMillis)))
+
+        yield* sql`UPDATE retention_lease SET expires_at = clock_timestamp() - interval '1 second'`
+        const lapsed = yield* Retention.run({ retention: week, dropPause: Duration.zero })
+        assert.isFalse(lapsed.busy)
+        assert.include(lapsed.dropped, dayName(now - 70 * dayMillis))
+        const [lease] = yield* sql<{ free: boolean }>`SELECT expires_at = '-infinity' AS free FROM retention_lease`
+        assert.isTrue(lease?.free, "given up when the run ended")
       }),
   )
 
