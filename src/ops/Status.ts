@@ -118,10 +118,9 @@ const subscriptions = (sql: SqlClient.SqlClient) => sql<SubscriptionGroup>`
 
 const oldestPending = (sql: SqlClient.SqlClient) => sql<PendingDelivery>`
   SELECT d.subscription_id::text AS subscription, d.event_seq AS "eventSeq",
-         GREATEST(0, extract(epoch FROM clock_timestamp() - COALESCE(e.occurred_at, d.created_at)))::float8
+         GREATEST(0, extract(epoch FROM clock_timestamp() - COALESCE(d.event_at, d.created_at)))::float8
            AS "ageSeconds"
   FROM webhook_deliveries AS d
-  LEFT JOIN event_log AS e ON e.seq = d.event_seq
   WHERE d.state = 'pending'
   ORDER BY d.created_at, d.id LIMIT 1`
 

@@ -14,7 +14,7 @@ import * as SecretBox from "../../src/crypto/SecretBox.ts"
 import type { JobInfo } from "../../src/jobs/JobKind.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
+import { EventLog, timeOf } from "../../src/log/EventLog.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
@@ -181,7 +181,7 @@ export const deliveries = (subscriptionId: string) =>
       attempts: number
     }>`
       SELECT (e.payload->>'i')::int AS i, d.state, d.dead_reason AS "deadReason", d.sequence, d.attempts
-      FROM webhook_deliveries AS d LEFT JOIN event_log AS e ON e.seq = d.event_seq
+      FROM webhook_deliveries AS d LEFT JOIN event_log AS e ON e.seq = d.event_seq AND ${timeOf(sql, sql`d.event_at`)}
       WHERE d.subscription_id = ${subscriptionId}::uuid ORDER BY d.event_seq`,
   )
 

@@ -3,7 +3,7 @@ import { Duration, Effect, Exit, Layer, Queue, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
+import { EventLog, timeOf } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { Webhooks } from "../../src/webhooks/Webhooks.ts"
@@ -206,7 +206,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
         yield* Scope.close(firstWorker, Exit.void)
         const states = yield* sql<{ n: number; state: string }>`
           SELECT (e.payload->>'n')::int AS n, d.state
-          FROM webhook_deliveries AS d JOIN event_log AS e ON e.seq = d.event_seq
+          FROM webhook_deliveries AS d JOIN event_log AS e ON e.seq = d.event_seq AND ${timeOf(sql, sql`d.event_at`)}
           WHERE d.subscription_id = ${sub.id}::uuid ORDER BY d.event_seq`
         assert.deepStrictEqual(
           states.map((r) => r.state),

@@ -65,14 +65,7 @@ const startDrainers = (
     )
   })
 
-const deliveries = (subscriptionId: string) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql<{ i: number; state: string; deadReason: string | null; sequence: bigint | null; attempts: number }>`
-      SELECT (e.payload->>'i')::int AS i, d.state, d.dead_reason AS "deadReason", d.sequence, d.attempts
-      FROM webhook_deliveries AS d JOIN event_log AS e ON e.seq = d.event_seq
-      WHERE d.subscription_id = ${subscriptionId}::uuid ORDER BY d.event_seq`,
-  )
+const { deliveries } = TestWebhooks
 
 const nonePending = (subscriptionId: string) =>
   Effect.map(deliveries(subscriptionId), (rows) => rows.every((d) => d.state !== "pending"))
