@@ -14,7 +14,15 @@ import { webhookDeliver } from "../authz/Permissions.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import { type Drain, nextSize, withSql } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
-import { type PendingDelivery, recordAndReadStatement, recordAttempts, type Sent } from "./PendingDeliveries.ts"
+import {
+  anyTime,
+  type EventWindow,
+  type PendingDelivery,
+  recordAndReadStatement,
+  recordAttempts,
+  type Sent,
+  windowAfter,
+} from "./PendingDeliveries.ts"
 import * as WebhookNumbering from "./WebhookNumbering.ts"
 import { noFailures } from "./WebhookSchedule.ts"
 
@@ -54,6 +62,12 @@ export interface Run {
   unrecorded: Array<Sent>
   /** The seq of the last delivery this run sent or settled: every pending one before it is on record. */
   after: bigint
+  /** The time of `after`'s event when known: the events of later deliveries are no older. */
+  afterAt: Date | null
+  /** The database's clock less the run's, once a read has looked it up. */
+  dbOffsetMillis: number | undefined
+  /** A read found a delivery whose event may lie outside its window: the next one reads without. */
+  windowless: boolean
   /** A 2xx in this run has reset the failing clock the deliveries were read with. */
   succeeded: boolean
   /** The last read came back full: more may be pending, so read again at once. */
@@ -90,6 +104,9 @@ export const makeRun = (drain: Drain, subscriptionId: string, job: bigint, attem
       incoming: [],
       unrecorded: [],
       after: -1n,
+      afterAt: null,
+      dbOffsetMillis: undefined,
+      windowless: false,
       succeeded: false,
       full: false,
       size: drain.readAhead,
@@ -134,23 +151,61 @@ const checkAfterRead = (drain: Drain, run: Run, rows: ReadonlyArray<PendingDeliv
     return { deliveries, allowed, numbered: numbers.some((n) => n.sequence !== null) }
   })
 
+/** Where a read starts: after the delivery of event `seq`, whose time is `at` when known. */
+export interface After {
+  readonly seq: bigint
+  readonly at: Date | null
+}
+
+/** How far past the database's clock, as the run estimates it, a read's window reaches. */
+const aheadMillis = 60_000
+
+/**
+ * The window of the next read (see `EventWindow`): from the time of `after`'s event, or else the
+ * earliest of the deliveries to read, looked up first (as is the database's clock, once a run);
+ * to the database's clock plus a minute. None after a read found the window too narrow.
+ */
+const windowFor = (drain: Drain, run: Run, after: After, limit: number) =>
+  Effect.gen(function* () {
+    if (run.windowless) return anyTime
+    let since = after.at
+    if (since === null || run.dbOffsetMillis === undefined) {
+      const seen = yield* windowAfter(drain.sql, run.subscriptionId, after.seq, limit)
+      run.dbOffsetMillis = seen.dbNow.getTime() - (yield* Clock.currentTimeMillis)
+      since ??= seen.since
+    }
+    const until = new Date((yield* Clock.currentTimeMillis) + run.dbOffsetMillis + aheadMillis)
+    return { since, until } satisfies EventWindow
+  })
+
 /**
  * Puts the 2xx `sent` on record and reads (and numbers) the next pending deliveries after `after`;
  * rights that `Permissions` did not answer in that statement are asked after it
  * (`checkAfterRead`). `waited`: the run waits for this read before anything else.
  */
-const recordAndReadNext = (drain: Drain, run: Run, sent: ReadonlyArray<Sent>, after: bigint, waited: boolean) =>
+const recordAndReadNext = (drain: Drain, run: Run, sent: ReadonlyArray<Sent>, after: After, waited: boolean) =>
   Effect.gen(function* () {
-    const checkedAt = yield* Clock.currentTimeMillis
     const asked = run.size
+    const window = yield* windowFor(drain, run, after, asked)
+    const checkedAt = yield* Clock.currentTimeMillis
     const inStatement = drain.permissions.inSql !== undefined
     const token = WebhookNumbering.newToken()
-    const read = { subscriptionId: run.subscriptionId, job: run.job, attempt: run.attempt, after, limit: asked }
-    const rows = yield* recordAndReadStatement(drain, read, sent, inStatement ? token : null).pipe(
+    const read = {
+      subscriptionId: run.subscriptionId,
+      job: run.job,
+      attempt: run.attempt,
+      after: after.seq,
+      limit: asked,
+      window,
+    }
+    const all = yield* recordAndReadStatement(drain, read, sent, inStatement ? token : null).pipe(
       Effect.withSpan("WebhookDrainer.recordAndReadNext", { attributes: { "webhook.deliveries": sent.length } }),
     )
     if (sent.length > 0) yield* drain.onRecorded(run.subscriptionId)
-    run.full = rows.length === asked
+    const cut = all.findIndex((d) => d.unsure)
+    const rows = cut < 0 ? all : all.slice(0, cut)
+    run.windowless = cut >= 0
+    run.full = all.length === asked || cut >= 0
     run.size = nextSize(drain, run.lastRequestMillis, asked, rows.length)
     const { deliveries, allowed, numbered } = inStatement
       ? { deliveries: rows, allowed: (d: PendingDelivery) => d.allowed === true, numbered: rows[0]?.numbered === true }
@@ -189,7 +244,7 @@ export const withUnrecorded = <A, E, R>(run: Run, f: (sent: ReadonlyArray<Sent>)
  * cleared before the statement: a round that commits while it runs sets it again, and the
  * drainer reads once more.
  */
-export const readNext = (drain: Drain, run: Run, news: News, after: bigint, waited: boolean) =>
+export const readNext = (drain: Drain, run: Run, news: News, after: After, waited: boolean) =>
   Effect.suspend(() => {
     news.clear()
     return withUnrecorded(run, (sent) => recordAndReadNext(drain, run, sent, after, waited))

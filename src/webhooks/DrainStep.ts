@@ -67,7 +67,7 @@ const readWhenDry = (drain: Drain, run: Run, news: News) =>
     const quiet = drain.lingers && !run.full && !news.fresh()
     if (quiet) yield* news.wait
     const lastChance = quiet && !news.fresh()
-    run.queue = yield* readNext(drain, run, news, run.after, true)
+    run.queue = yield* readNext(drain, run, news, { seq: run.after, at: run.afterAt }, true)
     if (run.queue.length > 0) return "read" as const
     if (yield* DrainSlot.superseded(drain.sql, run.job, run.attempt)) return "done" as const
     if (drain.lingers && !lastChance) return "next" as const
@@ -115,7 +115,7 @@ const sendNext = (drain: Drain, run: Run, news: News, d: PendingDelivery) =>
       [
         send(drain, run, d, d.sequence!),
         readAlong
-          ? Effect.map(readNext(drain, run, news, d.eventSeq, false), (read) => {
+          ? Effect.map(readNext(drain, run, news, { seq: d.eventSeq, at: d.occurredAt }, false), (read) => {
               run.incoming = read
             })
           : Effect.void,
@@ -140,6 +140,7 @@ const takeNext = (drain: Drain, run: Run, news: News) =>
     }
     run.queue.shift()
     run.after = d.eventSeq
+    run.afterAt = d.occurredAt
     if (d.sendable && next.allowed) return yield* sendNext(drain, run, news, d)
     yield* recordAnswered(drain, run)
     if (d.sendable) yield* suppress(drain, run.subscriptionId, d, "permission")

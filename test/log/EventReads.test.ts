@@ -22,7 +22,7 @@ const dayOf = (partition: string) => partition.slice(0, "event_log_YYYYMMDD".len
 
 layer(TestWebhooks.layer(), { excludeTestServices: true })("Event reads", (it) => {
   it.effect(
-    "EventReadsPrunePartitions: with 30 days of partitions, the consumer's batch read (one-statement and transactional rounds) and the drainer's event lookup scan only the partitions (days, or hours of a split day) that can hold their rows",
+    "EventReadsPrunePartitions: with 30 days of partitions, the consumer's batch read (one-statement and transactional rounds) and the drainer's event lookup scan (and set up) only the partitions (days, or hours of a split day) that can hold their rows",
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -93,9 +93,16 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("Event reads", (it) =
         )
         const lookups = drained.plans.filter((p) => logPartitions(p).length > 0)
         assert.isNotEmpty(lookups, "the drainer looked its event up")
+        // Its window, from the event's time to the database's clock and a minute: the hours of
+        // today (and of tomorrow's first, a minute before midnight) are all it sets up.
+        const windowDays = [dayName(now), dayName(now + dayMillis)]
         for (const plan of lookups) {
           assert.strictEqual(logPartitions(plan).length, 1, JSON.stringify(logPartitions(plan)))
           assert.deepStrictEqual(logPartitions(plan).map(dayOf), [dayName(now)])
+          assert.isTrue(
+            logPlanned(plan).every((p) => windowDays.includes(dayOf(p))),
+            shown(plan),
+          )
         }
       }).pipe(Effect.scoped),
   )
