@@ -31,8 +31,8 @@ export interface Sight {
 export const cursorAtSql = (sql: SqlClient.SqlClient, at: string) =>
   sql.literal(`CASE WHEN isfinite(${at}) THEN ${at} END`)
 
-/** How far past the database's clock, as estimated, the window reaches. */
-const aheadMillis = 60_000
+/** How far past the database's clock, as estimated, a window reaches (the drainer's as well). */
+export const aheadMillis = 60_000
 
 export interface ReadWindow {
   /** The window for the next read of consumer `name`; the first one looks the cursor up. */

@@ -11,6 +11,7 @@
  */
 import { Clock, Effect, type Redacted } from "effect"
 import { webhookDeliver } from "../authz/Permissions.ts"
+import * as ReadWindow from "../consumer/ReadWindow.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import { type Drain, nextSize, withSql } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
@@ -157,9 +158,6 @@ export interface After {
   readonly at: Date | null
 }
 
-/** How far past the database's clock, as the run estimates it, a read's window reaches. */
-const aheadMillis = 60_000
-
 /**
  * The window of the next read (see `EventWindow`): from the time of `after`'s event, or else the
  * earliest of the deliveries to read, looked up first (as is the database's clock, once a run);
@@ -174,7 +172,7 @@ const windowFor = (drain: Drain, run: Run, after: After, limit: number) =>
       run.dbOffsetMillis = seen.dbNow.getTime() - (yield* Clock.currentTimeMillis)
       since ??= seen.since
     }
-    const until = new Date((yield* Clock.currentTimeMillis) + run.dbOffsetMillis + aheadMillis)
+    const until = new Date((yield* Clock.currentTimeMillis) + run.dbOffsetMillis + ReadWindow.aheadMillis)
     return { since, until } satisfies EventWindow
   })
 
