@@ -7,7 +7,8 @@
  *   c         lock the cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> no row: Locked
  *   read      the batch after last_seq, plus one event (is more waiting, and since when); its
  *             time between the cursor's last_at and the head's, and within the `ReadWindow`
- *             given as parameters, so only the hour leaves that can hold it are planned and read
+ *             given as parameters; from the window's day partitions, named, when it covers at
+ *             most two days (see `source`)
  *   pos, go   the head; go = the batch follows the cursor without a hole, nothing is missing up
  *             to the head, and the cursor row locked is the one the statement's snapshot sees
  *   ev        the batch when go, else empty
@@ -25,6 +26,8 @@ import { Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Jobs from "../jobs/Jobs.ts"
+import * as EventLogPartitions from "../log/EventLogPartitions.ts"
+import { pgFailure } from "../platform/PgError.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
 import { type RoundOutcome, uniqueKeySql } from "./ConsumerRound.ts"
 import * as ReadWindow from "./ReadWindow.ts"
@@ -72,6 +75,35 @@ interface Row {
   readonly traceParents: ReadonlyArray<string> | null
 }
 
+/** What the read takes of an event. */
+const columns = "seq, space_id, type, epoch, occurred_at, trace_parent, actor"
+
+/** The most days of partitions a round names in its read; a wider window reads `event_log`. */
+const mostDays = 2
+
+/**
+ * Where the read reads: the window's day partitions when it covers at most `mostDays`, else
+ * `event_log`. The prepared round runs a generic plan, which prunes the leaves its parameters
+ * rule out only after locking and setting up every leaf of the table it names: with 30 days of
+ * hour leaves kept and 14 ahead (1,056), that was most of a round's time, and it grew with the
+ * days kept. A day partition has 24. A day that is detached, or pending detach, is read as
+ * empty, as `event_log` reads it; one dropped fails the statement (`undefined_table`) and the
+ * transactional round takes over. The statement's text names the days, so each day's round is
+ * a prepared statement of its own.
+ */
+const source = (sql: SqlClient.SqlClient, window: ReadWindow.Window | undefined): Statement.Fragment => {
+  const days = window?.since == null ? undefined : EventLogPartitions.daysBetween(window.since, window.until, mostDays)
+  if (days === undefined) return sql`event_log`
+  const branches = days.map(
+    (day) => sql`
+      SELECT ${sql.literal(columns)} FROM ${sql(day)} WHERE (
+        SELECT NOT i.inhdetachpending FROM pg_inherits AS i
+        WHERE i.inhrelid = ${sql.literal(`'${day}'::regclass`)} AND i.inhparent = 'event_log'::regclass
+      )`,
+  )
+  return sql`(${sql.join(" UNION ALL ", false)(branches)})`
+}
+
 /** The round's outcome from its row; `undefined` for the transactional round to take over. */
 const outcome = (row: Row | undefined): RoundOutcome | undefined => {
   if (row === undefined) return { _tag: "Locked" }
@@ -93,9 +125,9 @@ const outcome = (row: Row | undefined): RoundOutcome | undefined => {
 
 /**
  * One round of `name` as one statement (see the module header). Prepared: PostgreSQL plans it
- * generically after five runs, which prunes the leaves when the plan starts but locks them all
- * first. Run unprepared (planned each time, pruned while planning) it grew less with the days kept
- * but was slower at every size measured (`npm run bench -- retention`).
+ * generically after five runs (what that costs on a table of many leaves: `source`). Run
+ * unprepared (planned each time, pruned while planning) it was slower at every size measured
+ * (`npm run bench -- retention`).
  */
 export const make = (
   options: StatementRoundOptions,
@@ -113,7 +145,7 @@ export const make = (
         SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
                row_number() OVER (ORDER BY e.seq) AS n
         FROM c CROSS JOIN LATERAL (
-          SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log
+          SELECT ${sql.literal(columns)} FROM ${source(sql, bounds)} AS l
           WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
             AND occurred_at >= coalesce(${bounds?.since ?? null}::timestamptz, '-infinity')
             AND occurred_at <= coalesce(${bounds?.until ?? null}::timestamptz, 'infinity')
@@ -159,7 +191,14 @@ export const make = (
               ) AS t) AS "traceParents",
              ${Jobs.insertCounts(sql)},
              ${sql.join(" + ", false)(["unflushed", ...(fanOut.sideEffects ?? [])].map(read))} AS side_effects
-      FROM pos AS p CROSS JOIN go AS g`
+      FROM pos AS p CROSS JOIN go AS g`.pipe(
+      // A day named in the read was dropped (the cursor stood still past the retention).
+      Effect.catchIf(
+        (e) => pgFailure(e).code === "42P01",
+        () => Effect.succeed(undefined),
+      ),
+    )
+    if (rows === undefined) return undefined
     const result = outcome(rows[0])
     if (rows[0] !== undefined) yield* window.saw(rows[0])
     yield* TraceParent.linkCurrent(rows[0]?.traceParents ?? [])

@@ -17,3 +17,18 @@ export const ensure = Effect.fn("EventLogPartitions.ensure")(function* (ahead: D
     SELECT event_log_ensure_partitions(${SqlInterval.millis(sql, Duration.toMillis(ahead))}) AS created`
   return row?.created ?? 0
 })
+
+/** The name of the day partition that holds `at` (UTC days, as `event_log_ensure_partitions` names them). */
+export const dayName = (at: Date): string => `event_log_${at.toISOString().slice(0, 10).replaceAll("-", "")}`
+
+/**
+ * The day partitions that hold `since` through `until`, oldest first; `undefined` when that is
+ * more than `most` days (or `until` is before `since`).
+ */
+export const daysBetween = (since: Date, until: Date, most: number): ReadonlyArray<string> | undefined => {
+  const dayMillis = 86_400_000
+  const first = Math.floor(since.getTime() / dayMillis)
+  const last = Math.floor(until.getTime() / dayMillis)
+  if (last < first || last - first >= most) return undefined
+  return Array.from({ length: last - first + 1 }, (_, k) => dayName(new Date((first + k) * dayMillis)))
+}

@@ -1,9 +1,10 @@
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Ref } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as Consumer from "../../src/consumer/Consumer.ts"
+import type { LostRange } from "../../src/consumer/ConsumerRound.ts"
 import * as StatementRound from "../../src/consumer/StatementRound.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
@@ -104,6 +105,87 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("Event reads", (it) =
             shown(plan),
           )
         }
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "EventReadsPrunePartitions: the one-statement round's generic plan (PostgreSQL's choice for the prepared round after five runs) locks only the leaves of its window's days, not every leaf of the 44 days",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const now = Date.now()
+        yield* days(now - 30 * dayMillis, 30)
+        yield* appendAt([now - dayMillis])
+        const name = "generic_test"
+        yield* TestConsumer.register(name)
+        const [first] = yield* appendAt([now, now])
+        yield* sql`
+          UPDATE event_consumer_cursors SET last_seq = ${first!}, last_at = (SELECT occurred_at FROM event_log WHERE seq = ${first!})
+          WHERE name = ${name}`
+        const { outcome, locked } = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`SET LOCAL plan_cache_mode = force_generic_plan`
+            const outcome = yield* StatementRound.make({
+              name,
+              batchSize: 10,
+              fanOut: { ctes: (s) => TestConsumer.wantedCte(s, 1) },
+            })
+            // A plan's locks on relations stay until the transaction ends.
+            const locked = yield* sql<{ name: string }>`
+              SELECT c.relname AS name FROM pg_locks AS l JOIN pg_class AS c ON c.oid = l.relation
+              WHERE l.pid = pg_backend_pid() AND c.relkind IN ('r', 'p') AND c.relname LIKE 'event_log\\_%'`
+            return { outcome, locked: locked.map((r) => r.name) }
+          }),
+        )
+        assert.strictEqual(outcome?._tag, "Processed")
+        // Today, and tomorrow when the window's minute past the clock reaches it.
+        const windowDays = [dayName(now), dayName(now + dayMillis)]
+        assert.isNotEmpty(locked)
+        assert.isTrue(
+          locked.every((p) => windowDays.includes(dayOf(p))),
+          `${locked.length} locked: ${locked.slice(0, 4).join(", ")}...`,
+        )
+      }).pipe(Effect.scoped),
+  )
+})
+
+// A database of its own: the events here are older than the ones the tests above append.
+layer(TestWebhooks.layer(), { excludeTestServices: true })("Event reads of named days", (it) => {
+  it.effect(
+    "RoundOverAGoneDayReportsLoss: a one-statement round that names its window's days reads a detached day as empty and a dropped one as a failure, and either way hands over to the transactional round, which reports the loss",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const now = Date.now()
+        yield* days(now - dayMillis, 1)
+        const name = "gone_day"
+        yield* TestConsumer.register(name)
+        const [read] = yield* appendAt([now - dayMillis])
+        yield* sql`
+          UPDATE event_consumer_cursors SET last_seq = ${read!}, last_at = (SELECT occurred_at FROM event_log WHERE seq = ${read!})
+          WHERE name = ${name}`
+        const [lost, kept] = yield* appendAt([now - dayMillis + 1_000, now])
+        const fanOut = { ctes: (s: SqlClient.SqlClient) => TestConsumer.wantedCte(s, 1) }
+        const statement = StatementRound.make({ name, batchSize: 10, fanOut })
+        const yesterday = sql(dayName(now - dayMillis))
+
+        yield* sql`ALTER TABLE event_log DETACH PARTITION ${yesterday}`
+        assert.strictEqual(yield* statement, undefined, "a detached day is read as empty: a hole")
+        yield* sql`DROP TABLE ${yesterday}`
+        assert.strictEqual(yield* statement, undefined, "a dropped day fails the read")
+        assert.strictEqual(yield* TestConsumer.cursor(name), read!, "the cursor stayed")
+
+        const losses = yield* Ref.make<Array<LostRange>>([])
+        const round = yield* Consumer.makeRound({
+          name,
+          batchSize: 10,
+          onLoss: (range) => Ref.update(losses, (l) => [...l, range]),
+          fanOut: (events) => Effect.succeed(TestConsumer.fanOutJobs(events, 1)),
+          oneStatement: (r) => StatementRound.make({ ...r, fanOut }),
+        })
+        assert.strictEqual((yield* round)._tag, "Processed")
+        assert.deepStrictEqual(yield* Ref.get(losses), [{ firstSeq: lost!, lastSeq: lost! }])
+        assert.strictEqual(yield* TestConsumer.cursor(name), kept!)
       }).pipe(Effect.scoped),
   )
 })
