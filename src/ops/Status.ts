@@ -78,17 +78,37 @@ export interface Status {
 /** The job states of the `job_state` enum, in their life's order. */
 export { jobStates } from "../jobs/JobControl.ts"
 
-/** Each consumer's cursor, lag and pending age, by name. */
-export const consumers = (sql: SqlClient.SqlClient) => sql<ConsumerStatus>`
-  SELECT c.name, c.last_seq AS "lastSeq", s.value AS head, (s.value - c.last_seq)::float8 AS lag,
-         COALESCE(extract(epoch FROM clock_timestamp() - (
-           SELECT occurred_at FROM event_log
-           WHERE seq > c.last_seq AND occurred_at >= c.last_at
-           ORDER BY seq LIMIT 1)), 0)::float8
-           AS "pendingAgeSeconds",
-         c.updated_at AS "updatedAt"
-  FROM event_consumer_cursors AS c CROSS JOIN event_seq AS s
-  ORDER BY c.name`
+interface CursorRow extends Omit<ConsumerStatus, "pendingAgeSeconds"> {
+  /** The times as text: a JS Date drops the microseconds, and a bound rounded down misses its event. */
+  readonly afterAt: string
+  readonly headAt: string
+}
+
+/**
+ * Each consumer's cursor, lag and pending age, by name. The age's event is looked up with the
+ * cursor's and the head's times as parameters of a statement planned each time (as
+ * `EventLog.readFrom` reads), so it sets up only the leaves between them, not all of them.
+ */
+export const consumers = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function* () {
+    const cursors = yield* sql<CursorRow>`
+      SELECT c.name, c.last_seq AS "lastSeq", s.value AS head, (s.value - c.last_seq)::float8 AS lag,
+             c.updated_at AS "updatedAt", c.last_at::text AS "afterAt", s.last_at::text AS "headAt"
+      FROM event_consumer_cursors AS c CROSS JOIN event_seq AS s
+      ORDER BY c.name`
+    return yield* Effect.forEach(cursors, ({ afterAt, headAt, ...cursor }) =>
+      Effect.map(
+        cursor.head > cursor.lastSeq
+          ? sql<{ age: number }>`
+              SELECT extract(epoch FROM clock_timestamp() - occurred_at)::float8 AS age FROM event_log
+              WHERE seq > ${cursor.lastSeq} AND seq <= ${cursor.head}
+                AND occurred_at >= ${afterAt}::timestamptz AND occurred_at <= ${headAt}::timestamptz
+              ORDER BY seq LIMIT 1`.unprepared
+          : Effect.succeed([]),
+        (rows): ConsumerStatus => ({ ...cursor, pendingAgeSeconds: rows[0]?.age ?? 0 }),
+      ),
+    )
+  })
 
 /** Jobs by state and kind, with the age of the oldest in each group. */
 export const jobs = (sql: SqlClient.SqlClient) => sql<JobGroup>`
@@ -239,7 +259,7 @@ export const recentAttempts = Effect.fn("Status.recentAttempts")(function* (limi
     ORDER BY a.delivery_id DESC, a.number DESC`
 })
 
-/** Reads the whole status; every part is one statement. Fails with `SchemaNotMigrated` on a database bothy never migrated. */
+/** Reads the whole status; every part is one statement (the consumers' one per lagging consumer as well). Fails with `SchemaNotMigrated` on a database bothy never migrated. */
 export const read = Effect.fn("Status.read")(function* () {
   const sql = yield* SqlClient.SqlClient
   const [schema] = yield* sql<{ present: boolean }>`SELECT to_regclass('event_consumer_cursors') IS NOT NULL AS present`

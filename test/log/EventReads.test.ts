@@ -6,6 +6,7 @@ import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import type { LostRange } from "../../src/consumer/ConsumerRound.ts"
 import * as StatementRound from "../../src/consumer/StatementRound.ts"
+import * as Status from "../../src/ops/Status.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
 import { explaining, planned, touched } from "../support/PlanCapture.ts"
@@ -23,7 +24,7 @@ const dayOf = (partition: string) => partition.slice(0, "event_log_YYYYMMDD".len
 
 layer(TestWebhooks.layer(), { excludeTestServices: true })("Event reads", (it) => {
   it.effect(
-    "EventReadsPrunePartitions: with 30 days of partitions, the consumer's batch read (one-statement and transactional rounds) and the drainer's event lookup scan (and set up) only the partitions (days, or hours of a split day) that can hold their rows",
+    "EventReadsPrunePartitions: with 30 days of partitions, the consumer's batch read (one-statement and transactional rounds), the status's pending age and the drainer's event lookup scan (and set up) only the partitions (days, or hours of a split day) that can hold their rows",
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -79,6 +80,14 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("Event reads", (it) =
         assert.strictEqual(transactional.result._tag, "Processed")
         assert.isNotEmpty(transactional.plans)
         for (const plan of transactional.plans) assert.isTrue(within(plan), shown(plan))
+
+        // The status's pending age, with every consumer's cursor where this one's was.
+        yield* sql`
+          UPDATE event_consumer_cursors SET last_seq = ${at}, last_at = (SELECT occurred_at FROM event_log WHERE seq = ${at})`
+        const status = yield* explaining(/FROM event_log/, Status.consumers(sql))
+        assert.isTrue(status.result.every((c) => c.pendingAgeSeconds > 2 * 86_400))
+        for (const plan of status.plans) assert.isTrue(within(plan), shown(plan))
+        assert.strictEqual(status.plans.length, status.result.length, "a lookup per lagging consumer")
 
         // The drainer's lookup of a delivery's event: the one partition of its day.
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
