@@ -16,7 +16,7 @@ const numberIn = (r: WebhookReceiver.Received) => (JSON.parse(r.body) as { data:
 
 layer(Live, { excludeTestServices: true })("Webhook in flight", (it) => {
   it.effect(
-    "SlowEndpointsDoNotDelayOthers: 50 subscriptions whose receivers never answer and one healthy one: the healthy one's deliveries never wait for them (each arrives within 10 s, two thirds of the 15 s a hanging request holds its slot)",
+    "SlowEndpointsDoNotDelayOthers: 50 subscriptions whose receivers never answer and one healthy one: the healthy one's deliveries arrive within 1 s throughout (a hanging request holds its slot 15 s)",
     () =>
       Effect.gen(function* () {
         // The worker's own delivery jobs at its defaults (256 in flight, 32 per owner), and rounds
@@ -42,10 +42,8 @@ layer(Live, { excludeTestServices: true })("Webhook in flight", (it) => {
           if (n === 0) yield* Effect.forEach(Array.from({ length: 32 }), () => Queue.take(slow.received))
         }
         // Behind the hanging requests, a delivery would wait for their 15 s timeout
-        // (OutboundSender.defaultLimits.totalTimeout); the bound leaves room for a loaded machine
-        // (the first delivery, beside 50 drain runs starting, took 5.4 s once with a chaos soak and
-        // two test runs on 2 cores) and is not a speed target.
-        assert.isAtMost(Math.max(...latencies), 10_000, `commit to arrival, ms: ${latencies.join(", ")}`)
+        // (OutboundSender.defaultLimits.totalTimeout).
+        assert.isAtMost(Math.max(...latencies), 1_000, `commit to arrival, ms: ${latencies.join(", ")}`)
         assert.strictEqual(slow.log.length, 32, "the slow owner's requests in flight: its cap, no more")
       }).pipe(Effect.scoped),
     120_000,
