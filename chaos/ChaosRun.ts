@@ -53,6 +53,8 @@ export interface RunOptions {
   readonly drainTimeout: Duration.Input
   readonly sampleEvery: Duration.Input
   readonly log: (line: string) => void
+  /** Where the workers' logs go; by default a new folder in the temp folder, left for the operator. */
+  readonly logDir?: string
 }
 
 export const workerCount = 3
@@ -127,7 +129,7 @@ export const run = (options: RunOptions) =>
       const push = yield* PushReceiver.start(vapid.pair.publicKey)
       const tenants = yield* Tenants.write(world, receiver, push)
       const stall = yield* ConsumerStall.hold(server.url)
-      const logDir = mkdtempSync(join(tmpdir(), "bothy-chaos-logs-"))
+      const logDir = options.logDir ?? mkdtempSync(join(tmpdir(), "bothy-chaos-logs-"))
       options.log(`worker logs in ${logDir}`)
       const workers = yield* Workers.make({
         count: workerCount,

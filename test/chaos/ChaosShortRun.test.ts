@@ -5,6 +5,9 @@
  * receiver faults, 410s, the retention gap), then the drain and the verdict from the database and
  * the receivers. A fixed seed fixes the faults: the schedule printed is the same every time.
  */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, References } from "effect"
 import * as ChaosRun from "../../chaos/ChaosRun.ts"
@@ -21,12 +24,18 @@ describe("chaos, short", () => {
         assert.strictEqual(ChaosRun.plan(options).text, planned.text, "the same seed plans the same faults")
         assert.notStrictEqual(ChaosRun.plan({ ...options, seed: options.seed + 1 }).text, planned.text)
         const printed: Array<string> = []
+        // The workers' logs, removed afterwards: a test leaves nothing behind.
+        const logDir = yield* Effect.acquireRelease(
+          Effect.sync(() => mkdtempSync(join(tmpdir(), "bothy-chaos-test-logs-"))),
+          (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
+        )
         const result = yield* ChaosRun.run({
           ...options,
           producers: 4,
           drainTimeout: "60 seconds",
           sampleEvery: "10 seconds",
           log: (line) => printed.push(line),
+          logDir,
         }).pipe(Effect.provideService(References.MinimumLogLevel, "Error"))
         assert.strictEqual(printed[0], planned.text, "the run prints the planned schedule")
         assert.deepStrictEqual(
@@ -50,7 +59,7 @@ describe("chaos, short", () => {
         for (const c of result.controls) assert.isAbove(c.value, 0, `${c.name}: ${c.counts}`)
         const failed = Report.targets(result).filter((t) => !t.held)
         assert.deepStrictEqual(failed, [], Report.table(result))
-      }),
+      }).pipe(Effect.scoped),
     170_000,
   )
 })
