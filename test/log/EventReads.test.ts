@@ -6,6 +6,7 @@ import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import type { LostRange } from "../../src/consumer/ConsumerRound.ts"
 import * as StatementRound from "../../src/consumer/StatementRound.ts"
+import * as EventLogPartitions from "../../src/log/EventLogPartitions.ts"
 import * as Status from "../../src/ops/Status.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
@@ -14,7 +15,7 @@ import * as TestConsumer from "../support/TestConsumer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
-const dayName = (t: number) => `event_log_${new Date(t).toISOString().slice(0, 10).replaceAll("-", "")}`
+const dayName = (t: number) => EventLogPartitions.dayName(new Date(t))
 
 const logPartitions = (plan: unknown) => touched(plan).filter((name) => name.startsWith("event_log_"))
 const logPlanned = (plan: unknown) => planned(plan).filter((name) => name.startsWith("event_log_"))
