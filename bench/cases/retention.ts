@@ -117,12 +117,14 @@ const consumerReads = (reads: number) =>
         return yield* Effect.die("the read did not return 500 events")
     }
     const roundTimes: Array<number> = []
+    let roundsOverNamedDays = 0
     // The first phase is also the process's first use of the round: untimed rounds warm its code
     // and the pool's prepared statements up, so that both phases time the same thing.
     for (let i = -warmUpRounds; i < reads; i++) {
       // A window as a running consumer has it; since the cursor goes back, a fresh one each time.
       const window = yield* ReadWindow.make
-      yield* window.next("bench")
+      const bounds = yield* window.next("bench")
+      if (i >= 0 && StatementRound.namedDays(bounds) !== undefined) roundsOverNamedDays++
       const t0 = performance.now()
       const outcome = yield* StatementRound.make({ name: "bench", batchSize: 500, fanOut: noJobs, window })
       if (i >= 0) roundTimes.push(performance.now() - t0)
@@ -138,6 +140,11 @@ const consumerReads = (reads: number) =>
       leaves: counts!.leaves,
       ms: distribution(times),
       roundMs: distribution(roundTimes),
+      roundsOverNamedDays,
+      // Sampled on one of the pool's connections.
+      roundPlans: yield* sql<{ generic: string; custom: string }>`
+        SELECT generic_plans::text AS generic, custom_plans::text AS custom FROM pg_prepared_statements
+        WHERE statement LIKE '%FOR UPDATE SKIP LOCKED%'`,
     }
   })
 

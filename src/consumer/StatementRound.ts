@@ -81,6 +81,10 @@ const columns = "seq, space_id, type, epoch, occurred_at, trace_parent, actor"
 /** The most days of partitions a round names in its read; a wider window reads `event_log`. */
 const mostDays = 2
 
+/** The day partitions a round with `window` names in its read; `undefined`: it reads `event_log`. */
+export const namedDays = (window: ReadWindow.Window | undefined) =>
+  window?.since == null ? undefined : EventLogPartitions.daysBetween(window.since, window.until, mostDays)
+
 /**
  * Where the read reads: the window's day partitions when it covers at most `mostDays`, else
  * `event_log`. Over `event_log`, PostgreSQL either plans the round afresh every time (1.83 to
@@ -92,7 +96,7 @@ const mostDays = 2
  * over. The statement's text names the days, so each day's round is a prepared statement of its own.
  */
 const source = (sql: SqlClient.SqlClient, window: ReadWindow.Window | undefined): Statement.Fragment => {
-  const days = window?.since == null ? undefined : EventLogPartitions.daysBetween(window.since, window.until, mostDays)
+  const days = namedDays(window)
   if (days === undefined) return sql`event_log`
   const branches = days.map(
     (day) => sql`
