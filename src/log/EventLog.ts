@@ -205,6 +205,20 @@ const readWith = (sql: SqlClient.SqlClient) =>
     return yield* decodeEvents(rows).pipe(Effect.orDie)
   })
 
+/** A position in the log: a seq and its event's time, as text (a JS Date drops the microseconds). */
+export interface Position {
+  readonly seq: bigint
+  readonly at: string
+}
+
+/**
+ * The condition on `event_log` rows after `after` up to `head`, by seq and by time: in a statement
+ * planned with these as parameters (unprepared), PostgreSQL sets up only the leaves between the two
+ * times. The times as text, since a bound rounded down to the millisecond misses its event.
+ */
+export const between = (sql: SqlClient.SqlClient, after: Position, head: Position) =>
+  sql`seq > ${after.seq} AND seq <= ${head.seq} AND occurred_at >= ${after.at}::timestamptz AND occurred_at <= ${head.at}::timestamptz`
+
 /**
  * Two statements, so that the read's bounds are parameters: PostgreSQL prunes the hour leaves with
  * parameters when it plans, but with values of another relation (the cursor row, the head) only
@@ -232,9 +246,7 @@ const readFromWith = (sql: SqlClient.SqlClient) =>
         ? yield* sql`
             SELECT seq, epoch, occurred_at AS "occurredAt", space_id AS space, type, actor, payload,
                    trace_parent AS "traceParent"
-            FROM event_log
-            WHERE seq > ${after} AND seq <= ${head}
-              AND occurred_at >= ${afterAt}::timestamptz AND occurred_at <= ${headAt}::timestamptz
+            FROM event_log WHERE ${between(sql, { seq: after, at: afterAt }, { seq: head, at: headAt })}
             ORDER BY seq LIMIT ${limit}`.unprepared
         : []
     const events = yield* decodeEvents(rows).pipe(Effect.orDie)

@@ -9,6 +9,7 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import * as EventLog from "../log/EventLog.ts"
 
 export class SchemaNotMigrated extends Schema.TaggedError<SchemaNotMigrated>()("SchemaNotMigrated", {
   missing: Schema.String,
@@ -79,15 +80,15 @@ export interface Status {
 export { jobStates } from "../jobs/JobControl.ts"
 
 interface CursorRow extends Omit<ConsumerStatus, "pendingAgeSeconds"> {
-  /** The times as text: a JS Date drops the microseconds, and a bound rounded down misses its event. */
+  /** Text, for `EventLog.between`. */
   readonly afterAt: string
   readonly headAt: string
 }
 
 /**
  * Each consumer's cursor, lag and pending age, by name. The age's event is looked up with the
- * cursor's and the head's times as parameters of a statement planned each time (as
- * `EventLog.readFrom` reads), so it sets up only the leaves between them, not all of them.
+ * cursor's and the head's times as parameters of a statement planned each time
+ * (`EventLog.between`, as `EventLog.readFrom` reads), so it sets up only the leaves between them, not all of them.
  */
 export const consumers = (sql: SqlClient.SqlClient) =>
   Effect.gen(function* () {
@@ -101,8 +102,7 @@ export const consumers = (sql: SqlClient.SqlClient) =>
         cursor.head > cursor.lastSeq
           ? sql<{ age: number }>`
               SELECT extract(epoch FROM clock_timestamp() - occurred_at)::float8 AS age FROM event_log
-              WHERE seq > ${cursor.lastSeq} AND seq <= ${cursor.head}
-                AND occurred_at >= ${afterAt}::timestamptz AND occurred_at <= ${headAt}::timestamptz
+              WHERE ${EventLog.between(sql, { seq: cursor.lastSeq, at: afterAt }, { seq: cursor.head, at: headAt })}
               ORDER BY seq LIMIT 1`.unprepared
           : Effect.succeed([]),
         (rows): ConsumerStatus => ({ ...cursor, pendingAgeSeconds: rows[0]?.age ?? 0 }),
