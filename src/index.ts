@@ -1,55 +1,66 @@
 /**
  * bothy's public API: the services a host app composes into its own Effect program.
+ *
+ * Chosen, not collected: each module a host uses is one namespace (`export * as`), and the modules
+ * whose main export is a service of the same name give an explicit list instead, so `EventLog` is
+ * the service itself while its SQL fragments and limits stay inside. What is not listed here is
+ * internal and may change in any release; `etc/bothy.api.md` is the reviewed report of this surface,
+ * and `ApiReportIsCurrent` fails when the two differ.
  */
 
 export * as AdminApi from "./admin/AdminApi.ts"
 export * as AdminAuth from "./admin/AdminAuth.ts"
 export * as AdminServer from "./admin/AdminServer.ts"
 export * as PermissionGrants from "./authz/PermissionGrants.ts"
-export * from "./authz/Permissions.ts"
+export {
+  type PermissionCheck,
+  Permissions,
+  type PermissionsInSql,
+  type PermissionsShape,
+  PermissionsUnavailable,
+  permissionsUnavailable,
+  pushDeliver,
+  webhookDeliver,
+} from "./authz/Permissions.ts"
 export * as PermissionsMemory from "./authz/PermissionsMemory.ts"
 export * as Consumer from "./consumer/Consumer.ts"
-export * as ConsumerMetrics from "./consumer/ConsumerMetrics.ts"
-export * as ConsumerRound from "./consumer/ConsumerRound.ts"
-export * as StatementRound from "./consumer/StatementRound.ts"
 export * as SealingKeyCheck from "./crypto/SealingKeyCheck.ts"
 export * as SecretBox from "./crypto/SecretBox.ts"
 export * as JobBackoff from "./jobs/JobBackoff.ts"
 export * as JobControl from "./jobs/JobControl.ts"
 export * as JobKind from "./jobs/JobKind.ts"
-export * as JobMetrics from "./jobs/JobMetrics.ts"
-export * from "./jobs/Jobs.ts"
+export { type Inserted, type InsertOptions, InvalidJob, JobInsert, Jobs } from "./jobs/Jobs.ts"
 export * as JobWorker from "./jobs/JobWorker.ts"
-export * from "./log/Event.ts"
-export * from "./log/EventLog.ts"
-export * as EventLogDetach from "./log/EventLogDetach.ts"
-export * as EventLogMetrics from "./log/EventLogMetrics.ts"
+export { Event, EventType, InvalidEvent, NewEvent } from "./log/Event.ts"
+export {
+  type AppendError,
+  type Appended,
+  AppendNotCommitted,
+  appendLockKey,
+  EventLog,
+  EventLogPartitionMissing,
+  type Head,
+  type Position,
+  type Sequenced,
+  type Sequencing,
+  type Unsequenced,
+} from "./log/EventLog.ts"
 export * as EventLogPartitions from "./log/EventLogPartitions.ts"
 export * as Retention from "./log/Retention.ts"
 export * as Sequencer from "./log/Sequencer.ts"
 export * as RestoreFinalize from "./ops/RestoreFinalize.ts"
-export * as AddressCheck from "./outbound/AddressCheck.ts"
-export * as CheckedDialer from "./outbound/CheckedDialer.ts"
-export * as OutboundTarget from "./outbound/OutboundTarget.ts"
-export * as RetryAfter from "./outbound/RetryAfter.ts"
 export * as TargetPolicyConfig from "./outbound/TargetPolicyConfig.ts"
-export * from "./platform/BothyConfig.ts"
+export { BothyConfig, InvalidConfig, type Settings } from "./platform/BothyConfig.ts"
 export * as Database from "./platform/Database.ts"
 export * as EmbeddedPostgres from "./platform/EmbeddedPostgres.ts"
 export * as Migrations from "./platform/Migrations.ts"
-export * from "./platform/NotificationStream.ts"
-export * as StorableText from "./platform/StorableText.ts"
+export { NotificationStream, type Wake } from "./platform/NotificationStream.ts"
 export * as PushAudience from "./push/PushAudience.ts"
 export * as PushConfig from "./push/PushConfig.ts"
 export * as PushDelivery from "./push/PushDelivery.ts"
-export * as PushEnvelope from "./push/PushEnvelope.ts"
 export * as PushFanOut from "./push/PushFanOut.ts"
-export * as PushMetrics from "./push/PushMetrics.ts"
-export * as PushOutcome from "./push/PushOutcome.ts"
 export * as PushRegistration from "./push/PushRegistration.ts"
 export * as PushRegistrations from "./push/PushRegistrations.ts"
-export * as PushRequest from "./push/PushRequest.ts"
-export * as PushSchedule from "./push/PushSchedule.ts"
 export * as PushVapid from "./push/PushVapid.ts"
 export * as DeliveryHistory from "./webhooks/DeliveryHistory.ts"
 export * as DeliveryResend from "./webhooks/DeliveryResend.ts"
@@ -57,8 +68,16 @@ export * as WebhookConfig from "./webhooks/WebhookConfig.ts"
 export * as WebhookDeliveries from "./webhooks/WebhookDeliveries.ts"
 export * as WebhookDrainer from "./webhooks/WebhookDrainer.ts"
 export * as WebhookFanOut from "./webhooks/WebhookFanOut.ts"
-export * as WebhookMetrics from "./webhooks/WebhookMetrics.ts"
-export * as WebhookSchedule from "./webhooks/WebhookSchedule.ts"
 export * as WebhookSecret from "./webhooks/WebhookSecret.ts"
 export * as WebhookSignature from "./webhooks/WebhookSignature.ts"
-export * from "./webhooks/Webhooks.ts"
+export {
+  type EnableOptions,
+  InvalidSubscription,
+  type ListOptions,
+  NewSubscription,
+  type Subscription,
+  SubscriptionNotFound,
+  type SubscriptionPage,
+  SubscriptionPatch,
+  Webhooks,
+} from "./webhooks/Webhooks.ts"

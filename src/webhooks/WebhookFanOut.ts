@@ -36,7 +36,11 @@ export { deliverKind, drainJob, maxAttempts, queue }
 
 export const name = "webhooks"
 
-/** A batch of events as rows `e(seq, space, type, epoch, occurred_at)`: one typed array per column, so the planner knows the count. */
+/**
+ * A batch of events as rows `e(seq, space, type, epoch, occurred_at)`: one typed array per column,
+ * so the planner knows the count.
+ * @internal
+ */
 export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) =>
   sql`unnest(${events.map((e) => e.seq.toString())}::bigint[], ${events.map((e) => e.space)}::text[],
              ${events.map((e) => e.type)}::text[], ${events.map((e) => e.epoch)}::int[],
@@ -63,7 +67,10 @@ const matchedCte = (sql: SqlClient.SqlClient) => sql`
     ) AS s
   )`
 
-/** `WITH ev AS (...), matched AS (...)` for a batch of events (the fan-out's, and the benchmark's plan). */
+/**
+ * `WITH ev AS (...), matched AS (...)` for a batch of events (the fan-out's, and the benchmark's plan).
+ * @internal
+ */
 export const matched = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) => sql`
   WITH ev AS (
     SELECT * FROM ${eventRows(sql, events)}
@@ -73,6 +80,7 @@ export const matched = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) 
  * After `ev`: `matched`, `counted` (per subscription: its first seq), `locked` (the drain rows,
  * upserted: `DrainSlot.lockedCte`) and `inserted` (the deliveries, not numbered yet). Then
  * `DrainSlot.heldCtes` reads each slot's holder under that lock.
+ * @internal
  */
 export const deliveriesCtes = (sql: SqlClient.SqlClient) => sql`
   ${matchedCte(sql)}, counted AS (

