@@ -3,7 +3,7 @@
  * CLI's `--json` output both encode with these, so the two print the same shapes.
  *
  * Ids travel as strings, and so do seqs and other int8 values (they may pass 2^53); times are ISO
- * 8601 strings. The types are the services' own records (`Webhooks.Subscription`,
+ * 8601 strings. The types are the services' own records (`WebhookSubscriptions.Subscription`,
  * `WebhookDeliveries.DeliveryRecord`, ...), so a handler returns what the service gave it.
  */
 import { Schema } from "effect"

@@ -30,7 +30,7 @@ import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
 import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../webhooks/WebhookFanOut.ts"
-import { Webhooks } from "../webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 
 /**
  * Drain runs in flight per worker process by default (`webhook.max_in_flight`; each subscription
@@ -91,7 +91,7 @@ export interface AdminSettings {
 /** The admin API on its address, over the worker's pool and permissions; push registrations when push is on. */
 const adminServer = (admin: AdminSettings, push: Option.Option<PushSettings>) =>
   AdminServer.layer(admin.address).pipe(
-    Layer.provide(Webhooks.layer),
+    Layer.provide(WebhookSubscriptions.layer),
     Layer.provide(Layer.succeed(AdminAuth, AdminAuth.token(admin.token))),
     Layer.provide(Option.match(push, { onNone: () => Layer.empty, onSome: PushConfig.layerWith })),
   )
