@@ -24,8 +24,8 @@ export const Subscription = Schema.Struct({
   disabledCause: Schema.NullOr(Schema.Literals(["gap", "gone", "failing", "manual"])),
   startedSeq: Int8,
   lastDeliveredSeq: Int8,
-  /** The last number a delivery took. */
-  sequence: Int8,
+  /** The last `sequence` a delivery took. */
+  lastSequence: Int8,
   rateLimit: Schema.NullOr(Schema.Finite),
   headers: Schema.Record(Schema.String, Schema.String),
 }).annotate({ identifier: "Subscription" })

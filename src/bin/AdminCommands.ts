@@ -69,7 +69,7 @@ const subscriptionLines = (s: Subscription) =>
     ["headers", Object.keys(s.headers).join(", ") || "none"],
     ["started after seq", String(s.startedSeq)],
     ["last delivered seq", String(s.lastDeliveredSeq)],
-    ["last sequence", String(s.sequence)],
+    ["last sequence", String(s.lastSequence)],
   ]
     .map(([k, v]) => `${k!.padEnd(19)} ${v}`)
     .join("\n")

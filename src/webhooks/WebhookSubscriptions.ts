@@ -91,7 +91,7 @@ export interface Subscription {
   readonly startedSeq: bigint
   readonly lastDeliveredSeq: bigint
   /** The last `sequence` a delivery of the subscription took (numbers are taken when first sent). */
-  readonly sequence: bigint
+  readonly lastSequence: bigint
   readonly rateLimit: number | null
   /** Extra request headers, names in lower case. */
   readonly headers: Readonly<Record<string, string>>
@@ -167,7 +167,7 @@ const selectSubscriptions = (sql: SqlClient.SqlClient, where: Statement.Fragment
     sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
       SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
              s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
-             s.last_sequence AS sequence, s.rate_limit AS "rateLimit", s.headers,
+             s.last_sequence AS "lastSequence", s.rate_limit AS "rateLimit", s.headers,
              (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
                AS scope
       FROM webhook_subscriptions AS s WHERE ${where} ORDER BY s.id LIMIT ${limit}`,

@@ -178,7 +178,7 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
             seen.length,
             "every number is on a delivery that went out",
           )
-          assert.strictEqual((yield* webhooks.get(sub.id)).sequence, BigInt(seen.length), "the counter ends at K")
+          assert.strictEqual((yield* webhooks.get(sub.id)).lastSequence, BigInt(seen.length), "the counter ends at K")
           const reasons = new Set(rows.filter((d) => d.state === "dead").map((d) => d.deadReason))
           assert.isTrue(reasons.has("permission"), "some were suppressed for the right")
           assert.isTrue(reasons.has("disabled:manual"), "some ended dead before anything was sent")

@@ -71,7 +71,7 @@ layer(Live, { excludeTestServices: true })("Webhook sequence migration", (it) =>
           }),
           WebhookSubscriptions.layer,
         )
-        assert.strictEqual((yield* webhooks.get(sub!.id)).sequence, 5n, "the counter starts at the highest")
+        assert.strictEqual((yield* webhooks.get(sub!.id)).lastSequence, 5n, "the counter starts at the highest")
         const columns = yield* sql<{ name: string }>`
           SELECT column_name AS name FROM information_schema.columns WHERE table_name = 'webhook_drains'`
         assert.notInclude(
