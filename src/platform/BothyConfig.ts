@@ -34,7 +34,11 @@ export interface Settings {
   readonly log?: { readonly sequencing: LogSequencing }
 }
 
-/** The values of `log.sequencing`. */
+/**
+ * How appends get their seqs, the values of `log.sequencing` (`EventLog`'s header says how each
+ * mode works). The concept is the log's, but it is declared here: the settings need it, and
+ * platform/ imports no other part (`.dependency-cruiser.cjs`, `platform-is-the-bottom`).
+ */
 export const logSequencings = ["counter", "post_commit"] as const
 export type LogSequencing = (typeof logSequencings)[number]
 
