@@ -66,8 +66,8 @@ export const deliveries = (push: Option.Option<PushSettings>) =>
 /**
  * The `push` consumer and the sweep of stale registrations, when push is on. No cooldown: it
  * would hold every round back by up to `consumer.cooldown`, and the push handoff's target (commit to
- * job claimable, p95 `perf.push_handoff_p95`) is about that same size; push rounds are one cheap
- * statement, with no drainer to feed in batches.
+ * job claimable, p95 50 ms in `npm run bench -- push`) is about that same size; push rounds are one
+ * cheap statement, with no drainer to feed in batches.
  */
 const pushConsumer = (settings: Settings, push: Option.Option<PushSettings>) =>
   Option.match(push, {

@@ -313,7 +313,6 @@ const hostSettings = (cooldown: Duration.Duration): Settings => ({
     pendingAlertAfter: Duration.hours(1),
   },
   sync: { eventRetention: Duration.days(7) },
-  perf: { pushHandoffP95: Duration.millis(50) },
 })
 
 // Written by the test before the cases run: a valid key, refused only for its mode.
@@ -341,8 +340,6 @@ const configCases: ReadonlyArray<Case> = [
   ),
   settingCase({ BOTHY_SYNC_EVENT_RETENTION: "12h" }, "sync.event_retention"),
   settingCase({ BOTHY_SYNC_EVENT_RETENTION: "3651d" }, "sync.event_retention"),
-  settingCase({ BOTHY_PERF_PUSH_HANDOFF_P95: "0ms" }, "perf.push_handoff_p95"),
-  settingCase({ BOTHY_PERF_PUSH_HANDOFF_P95: "2m" }, "perf.push_handoff_p95"),
   settingCase({ BOTHY_LOG_SEQUENCING: "sequence" }, "log.sequencing"),
   {
     name: "DATABASE_URL set but empty",
