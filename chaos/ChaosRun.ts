@@ -25,7 +25,7 @@ import * as PushAudience from "../src/push/PushAudience.ts"
 import { PushConfig, defaults as pushDefaults } from "../src/push/PushConfig.ts"
 import * as PushVapid from "../src/push/PushVapid.ts"
 import { WebhookConfig } from "../src/webhooks/WebhookConfig.ts"
-import { Webhooks } from "../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../src/webhooks/WebhookSubscriptions.ts"
 import * as ChaosServer from "./ChaosServer.ts"
 import * as ConsumerStall from "./ConsumerStall.ts"
 import * as FaultInjector from "./FaultInjector.ts"
@@ -109,7 +109,12 @@ export const run = (options: RunOptions) =>
     const rawKey = randomBytes(32).toString("base64")
     const secretKey = yield* SecretBox.parseKey(Redacted.make(rawKey))
     const vapid = vapidKeys()
-    const services = Layer.mergeAll(PermissionGrants.layer, EventLog.layer, Webhooks.layer, PushAudience.layer).pipe(
+    const services = Layer.mergeAll(
+      PermissionGrants.layer,
+      EventLog.layer,
+      WebhookSubscriptions.layer,
+      PushAudience.layer,
+    ).pipe(
       Layer.provideMerge(WebhookConfig.layerWith({ secretKey, policy })),
       Layer.provideMerge(
         PushConfig.layerWith({

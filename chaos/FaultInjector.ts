@@ -9,7 +9,7 @@ import { Duration, Effect, Fiber, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../src/authz/PermissionGrants.ts"
 import * as Retention from "../src/log/Retention.ts"
-import { Webhooks } from "../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../src/webhooks/WebhookSubscriptions.ts"
 import type { ChaosServer } from "./ChaosServer.ts"
 import type * as ConsumerStall from "./ConsumerStall.ts"
 import * as FaultSchedule from "./FaultSchedule.ts"
@@ -39,7 +39,7 @@ export interface Context {
 export const run = (context: Context, faults: ReadonlyArray<FaultSchedule.Fault>, startedAt: number) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const webhooks = yield* Webhooks
+    const webhooks = yield* WebhookSubscriptions
     const { history, workers, receiver, push, tenants } = context
     const later: Array<Fiber.Fiber<unknown, unknown>> = []
     const after = <A, E, R>(millis: number, effect: Effect.Effect<A, E, R>) =>

@@ -10,7 +10,7 @@ import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../src/authz/PermissionGrants.ts"
 import * as PushAudience from "../src/push/PushAudience.ts"
 import * as PushRegistrations from "../src/push/PushRegistrations.ts"
-import { Webhooks } from "../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../src/webhooks/WebhookSubscriptions.ts"
 import * as OldEvents from "./OldEvents.ts"
 import type { PushReceiver } from "./PushReceiver.ts"
 import type { Receiver } from "./Receiver.ts"
@@ -44,7 +44,7 @@ const head = Effect.gen(function* () {
 
 export const write = (world: World.World, receiver: Receiver, push: PushReceiver) =>
   Effect.gen(function* () {
-    const webhooks = yield* Webhooks
+    const webhooks = yield* WebhookSubscriptions
     for (const g of world.grants) yield* PermissionGrants.grant(g.principal, g.action, g.space)
     const subscriptions: Array<Subscription> = []
     const create = (plan: World.SubscriptionPlan) =>

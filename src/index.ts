@@ -42,7 +42,6 @@ export {
   type Head,
   type Position,
   type Sequenced,
-  type Sequencing,
   type Unsequenced,
 } from "./log/EventLog.ts"
 export * as EventLogPartitions from "./log/EventLogPartitions.ts"
@@ -50,7 +49,7 @@ export * as Retention from "./log/Retention.ts"
 export * as Sequencer from "./log/Sequencer.ts"
 export * as RestoreFinalize from "./ops/RestoreFinalize.ts"
 export * as TargetPolicyConfig from "./outbound/TargetPolicyConfig.ts"
-export { BothyConfig, InvalidConfig, type Settings } from "./platform/BothyConfig.ts"
+export { BothyConfig, InvalidConfig, type LogSequencing, type Settings } from "./platform/BothyConfig.ts"
 export * as Database from "./platform/Database.ts"
 export * as EmbeddedPostgres from "./platform/EmbeddedPostgres.ts"
 export * as Migrations from "./platform/Migrations.ts"
@@ -79,5 +78,5 @@ export {
   SubscriptionNotFound,
   type SubscriptionPage,
   SubscriptionPatch,
-  Webhooks,
-} from "./webhooks/Webhooks.ts"
+  WebhookSubscriptions,
+} from "./webhooks/WebhookSubscriptions.ts"

@@ -8,7 +8,7 @@
  */
 import { Config, Console, Duration, Effect } from "effect"
 import type { FanOutJob } from "../../src/consumer/ConsumerRound.ts"
-import { type Sequencing, sequencings } from "../../src/log/EventLog.ts"
+import { type LogSequencing, logSequencings } from "../../src/platform/BothyConfig.ts"
 import type { Benchmark } from "../plumbing/Benchmark.ts"
 import { BenchServer } from "../plumbing/BenchServer.ts"
 import { round3 } from "../plumbing/Figures.ts"
@@ -48,10 +48,10 @@ const run = Effect.gen(function* () {
     event: eventAt(0),
     fanOut,
   }
-  const runs: Record<Sequencing, Array<Handoff.HandoffResult>> = { counter: [], post_commit: [] }
+  const runs: Record<LogSequencing, Array<Handoff.HandoffResult>> = { counter: [], post_commit: [] }
   for (let repeat = 0; repeat < repeats; repeat++) {
-    for (let i = 0; i < sequencings.length; i++) {
-      const sequencing = sequencings[(i + repeat) % sequencings.length]!
+    for (let i = 0; i < logSequencings.length; i++) {
+      const sequencing = logSequencings[(i + repeat) % logSequencings.length]!
       const result = yield* Handoff.measure({ ...handoffConfig, sequencing })
       runs[sequencing].push(result)
       yield* Console.log(
@@ -59,7 +59,7 @@ const run = Effect.gen(function* () {
       )
     }
   }
-  const median = (sequencing: Sequencing, q: "p50" | "p95" | "p99") =>
+  const median = (sequencing: LogSequencing, q: "p50" | "p95" | "p99") =>
     round3(Throughput.median(runs[sequencing].map((r) => r.latencyMs[q])))
   const p95 = median("post_commit", "p95")
   return {
@@ -77,7 +77,7 @@ const run = Effect.gen(function* () {
     targets: [{ name: "post_commit handoff latency p95 <= 10 ms", value: p95, target: 10, met: p95 <= 10 }],
     table: {
       columns: ["mode", "rate", "runs", "p50 ms", "p95 ms", "p99 ms", "p95 per run"],
-      rows: sequencings.map((s) => [
+      rows: logSequencings.map((s) => [
         s,
         `${config.rate}/s`,
         String(runs[s].length),

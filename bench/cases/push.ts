@@ -12,8 +12,8 @@
  *      gives the push consumer), next to, in the same repeat, the same run at
  *      BENCH_PUSH_COMPARE_COOLDOWN if set (e.g. 50ms) and the same-run baseline for (a): the consumer
  *      handoff of `Handoff.ts` (the generic consumer with a trivial fan-out, same rate and
- *      receivers). Targets: (a) p95 <= `perf.push_handoff_p95` (50 ms; aim <= 10 ms), (b) p95 <=
- *      100 ms, flat backlog.
+ *      receivers). Targets: (a) p95 <= 50 ms (BOTHY_PERF_PUSH_HANDOFF_P95; aim <= 10 ms), (b)
+ *      p95 <= 100 ms, flat backlog.
  *   2. Fan-out (`PushBurst.ts`): one event into a space of BENCH_PUSH_FANOUT_MEMBERS members with
  *      one registration each: pushes/s from the commit to the last message (target >= 1,000/s),
  *      and the CPU per push with the VAPID token reused against signing each request, alternating
@@ -42,6 +42,13 @@ import { eventAt } from "../plumbing/SampleEvent.ts"
 import * as Throughput from "../plumbing/Throughput.ts"
 import { spaceOf } from "../plumbing/WebhookSample.ts"
 
+/**
+ * Target (a) is the benchmark's, not a setting of the product: nothing in `bothy` acts on it. It
+ * keeps the variable it had when `bothy` read it (`perf.push_handoff_p95`), so run scripts that
+ * set it still do.
+ */
+const p95TargetVariable = "BOTHY_PERF_PUSH_HANDOFF_P95"
+
 const settings = Config.all({
   throughput: Throughput.settings,
   smoke: Config.Boolean("BENCH_PUSH_SMOKE").pipe(Config.withDefault(false)),
@@ -61,9 +68,7 @@ const settings = Config.all({
   drainSeconds: Config.Number("BENCH_PUSH_DRAIN_SECONDS").pipe(Config.withDefault(120)),
   fanOutMembers: Config.Int("BENCH_PUSH_FANOUT_MEMBERS").pipe(Config.withDefault(10_000)),
   fanOutDrainSeconds: Config.Number("BENCH_PUSH_FANOUT_DRAIN_SECONDS").pipe(Config.withDefault(300)),
-  p95Target: Config.String(BothyConfig.envName("perf.push_handoff_p95")).pipe(
-    Config.withDefault(BothyConfig.defaults["perf.push_handoff_p95"]),
-  ),
+  p95Target: Config.String(p95TargetVariable).pipe(Config.withDefault("50ms")),
 })
 
 /** The issue's sizes: a run below any of them is a smoke run. */
@@ -140,8 +145,7 @@ const run = Effect.gen(function* () {
     config.compareCooldown.trim() === "none"
       ? undefined
       : yield* millisOf("BENCH_PUSH_COMPARE_COOLDOWN", config.compareCooldown)
-  // The target the worker's own setting names, from the environment as `bothy` reads it.
-  const p95Target = yield* millisOf(BothyConfig.envName("perf.push_handoff_p95"), config.p95Target)
+  const p95Target = yield* millisOf(p95TargetVariable, config.p95Target)
   const smokeReasons = [
     config.smoke ? "BENCH_PUSH_SMOKE=true" : undefined,
     parts.has("handoff") && config.rate < issueSizes.rate ? `rate ${config.rate} < ${issueSizes.rate}` : undefined,
@@ -319,7 +323,7 @@ const run = Effect.gen(function* () {
     ? [
         target("every handoff run passed its check (exactly once, decrypted)", handoffChecked, true, handoffChecked),
         target(
-          `(a) commit to push job claimable p95 <= ${p95Target} ms (perf.push_handoff_p95)`,
+          `(a) commit to push job claimable p95 <= ${p95Target} ms (${p95TargetVariable})`,
           claimable.p95,
           p95Target,
           handoffChecked && claimable.p95 <= p95Target,

@@ -30,8 +30,9 @@ import * as Consumer from "../../src/consumer/Consumer.ts"
 import type { FanOutJob } from "../../src/consumer/ConsumerRound.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
 import type { NewEvent } from "../../src/log/Event.ts"
-import { EventLog, type Sequencing } from "../../src/log/EventLog.ts"
+import { EventLog } from "../../src/log/EventLog.ts"
 import * as Sequencer from "../../src/log/Sequencer.ts"
+import type { LogSequencing } from "../../src/platform/BothyConfig.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
@@ -55,7 +56,7 @@ export interface HandoffConfig {
   /** The jobs for one event and `receivers` receivers. */
   readonly fanOut: (seq: bigint, receivers: number) => ReadonlyArray<FanOutJob>
   /** Default `counter`. */
-  readonly sequencing?: Sequencing
+  readonly sequencing?: LogSequencing
 }
 
 /** The consumer did not catch up with the producer in time: the run has no figure. */

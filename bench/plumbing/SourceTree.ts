@@ -103,14 +103,18 @@ export interface Modules {
   readonly SecretBox: typeof import("../../src/crypto/SecretBox.ts")
   readonly WebhookConfig: typeof import("../../src/webhooks/WebhookConfig.ts")
   readonly WebhookDrainer: typeof import("../../src/webhooks/WebhookDrainer.ts")
-  readonly Webhooks: typeof import("../../src/webhooks/Webhooks.ts")
+  /** In trees before the rename the file is webhooks/Webhooks.ts and its service `Webhooks`. */
+  readonly WebhookSubscriptions: typeof import("../../src/webhooks/WebhookSubscriptions.ts")
   readonly WebhookFanOut: typeof import("../../src/webhooks/WebhookFanOut.ts")
   /** `bothy worker`'s composition (src/bin/Worker.ts): what the real worker runs. */
   readonly Worker: typeof import("../../src/bin/Worker.ts")
 }
 
-/** Where each module lives in this layout, and its flat name in trees from before `src/<part>/`. */
-const paths: Record<keyof Modules, readonly [string, string]> = {
+/**
+ * Where each module lives in this layout, then where earlier trees had it (renamed, or flat, from
+ * before `src/<part>/`); the first that exists is imported.
+ */
+const paths: Record<keyof Modules, readonly [string, ...Array<string>]> = {
   Consumer: ["consumer/Consumer.ts", "Consumer.ts"],
   EventLog: ["log/EventLog.ts", "EventLog.ts"],
   Jobs: ["jobs/Jobs.ts", "Jobs.ts"],
@@ -122,7 +126,7 @@ const paths: Record<keyof Modules, readonly [string, string]> = {
   SecretBox: ["crypto/SecretBox.ts", "SecretBox.ts"],
   WebhookConfig: ["webhooks/WebhookConfig.ts", "WebhookConfig.ts"],
   WebhookDrainer: ["webhooks/WebhookDrainer.ts", "WebhookDelivery.ts"],
-  Webhooks: ["webhooks/Webhooks.ts", "Webhooks.ts"],
+  WebhookSubscriptions: ["webhooks/WebhookSubscriptions.ts", "webhooks/Webhooks.ts", "Webhooks.ts"],
   WebhookFanOut: ["webhooks/WebhookFanOut.ts", "WebhooksConsumer.ts"],
   Worker: ["bin/Worker.ts", "bin/Worker.ts"],
 }
@@ -133,10 +137,10 @@ export const modules = (root: string) =>
     async () =>
       Object.fromEntries(
         await Promise.all(
-          Object.entries(paths).map(async ([name, [path, flat]]) => [
-            name,
-            await import(pathToFileURL(join(root, "src", existsSync(join(root, "src", path)) ? path : flat)).href),
-          ]),
+          Object.entries(paths).map(async ([name, candidates]) => {
+            const path = candidates.find((c) => existsSync(join(root, "src", c))) ?? candidates[0]
+            return [name, await import(pathToFileURL(join(root, "src", path)).href)]
+          }),
         ),
       ) as Modules,
   )

@@ -7,8 +7,8 @@
  *   child:   the source tree's modules (SourceTree.modules(input.root)); its own migrations on the
  *            database it is given; a clean slate (no subscriptions, deliveries or jobs; cursor at
  *            the head)
- *            S subscriptions (Webhooks.create), subscription k to receiver path /s{k}, its owner
- *            granted webhook_out.deliver
+ *            S subscriptions (WebhookSubscriptions.create), subscription k to receiver path /s{k},
+ *            its owner granted webhook_out.deliver
  *            S × n events in a few large appends, event i in subscription (i mod S)'s space
  *            the `webhooks` round by hand until caught up: S × n pending deliveries and the drain
  *            jobs the rounds create; VACUUM ANALYZE, CHECKPOINT
@@ -47,6 +47,16 @@ const workerConcurrency = (tree: SourceTree.Modules) => tree.Worker.deliveryConc
 
 /** The drain job as `bothy worker` makes it (with the drain options it passes). */
 const drainKind = (tree: SourceTree.Modules) => tree.WebhookDrainer.make
+
+// ---- names an earlier tree (the baseline) gives differently ------------------------------------
+
+type SubscriptionsService = SourceTree.Modules["WebhookSubscriptions"]["WebhookSubscriptions"]
+
+/** The subscriptions service, which trees before its rename export as `Webhooks`. */
+const subscriptionsService = (tree: SourceTree.Modules): SubscriptionsService => {
+  const module: Partial<Record<"WebhookSubscriptions" | "Webhooks", SubscriptionsService>> = tree.WebhookSubscriptions
+  return module.WebhookSubscriptions ?? module.Webhooks!
+}
 
 // ---- one run -----------------------------------------------------------------------------------
 
@@ -209,7 +219,7 @@ const cleanSlate = ({ tree }: Shared) =>
 const createBacklog = ({ tree, input, total, fail }: Shared, url: (path: string) => string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const webhooks = yield* tree.Webhooks.Webhooks
+    const webhooks = yield* subscriptionsService(tree)
     const log = yield* tree.EventLog.EventLog
     for (let k = 0; k < input.subscriptions; k++) {
       yield* tree.PermissionGrants.grant(owner, tree.Permissions.webhookDeliver, spaceOf(k))
@@ -360,7 +370,7 @@ export const measure = (input: BacklogInput) =>
         tree.Jobs.Jobs.layer,
         tree.PermissionGrants.layer,
         tree.NotificationStream.NotificationStream.layer(),
-        tree.Webhooks.Webhooks.layer,
+        subscriptionsService(tree).layer,
       ).pipe(
         Layer.provideMerge(tree.WebhookConfig.WebhookConfig.layerWith(webhookSettings)),
         Layer.provideMerge(Layer.succeedContext(db)),

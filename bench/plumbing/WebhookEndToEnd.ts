@@ -37,7 +37,7 @@ import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import { everySecond, series } from "./BacklogTrend.ts"
 import * as BenchReceiver from "./BenchReceiver.ts"
 import { BenchServer } from "./BenchServer.ts"
@@ -164,11 +164,11 @@ export const measure = (config: EndToEndConfig) =>
 
     // Subscriptions through the public service, as a host app creates them.
     const webhooks = yield* Layer.build(
-      Webhooks.layer.pipe(Layer.provide(WebhookConfig.layerWith(config.webhookSettings))),
+      WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.layerWith(config.webhookSettings))),
     )
     for (let k = 0; k < config.subscriptions; k++) {
       yield* PermissionGrants.grant(owner, webhookDeliver, spaceOf(k))
-      yield* Context.get(webhooks, Webhooks).create({
+      yield* Context.get(webhooks, WebhookSubscriptions).create({
         owner,
         url: receiver.url(`/s${k}`),
         eventTypes: [],

@@ -3,8 +3,8 @@
  * `WebhookFanOut.fanOut` drains a backlog back to back until caught up, with no job worker and
  * no receiver, so the figure is what the round can turn into deliveries and jobs.
  *
- *   setup (once):  N subscriptions through `Webhooks.create`, subscription j covering the one space
- *                  `space-(j mod S)`, no type filter; then the backlog, event i in space
+ *   setup (once):  N subscriptions through `WebhookSubscriptions.create`, subscription j covering
+ *                  the one space `space-(j mod S)`, no type filter; then the backlog, event i in space
  *                  `space-(i mod S)`: each event matches N/S subscriptions (1% for 10,000 and 100)
  *   each run:      subscriptions as the case wants them -> cursor before the backlog -> drain -> check
  *
@@ -34,7 +34,7 @@ import type { Event, NewEvent } from "../../src/log/Event.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import { BenchServer } from "./BenchServer.ts"
 import { round3 } from "./Figures.ts"
 import * as RoundTrace from "./RoundTrace.ts"
@@ -157,7 +157,7 @@ export const prepare = (config: RoundsConfig) =>
     const createConnections = Math.max(1, config.createConcurrency)
     const created = yield* Throughput.timed(
       Effect.gen(function* () {
-        const webhooks = yield* Webhooks
+        const webhooks = yield* WebhookSubscriptions
         yield* Effect.forEach(
           Array.from({ length: config.subscriptions }, (_, j) => j),
           (j) =>
@@ -172,7 +172,7 @@ export const prepare = (config: RoundsConfig) =>
         )
       }).pipe(
         Effect.provide(
-          Webhooks.layer.pipe(
+          WebhookSubscriptions.layer.pipe(
             Layer.provide(WebhookConfig.layerWith(config.webhookSettings)),
             Layer.provide(server.pool(createConnections)),
           ),

@@ -9,7 +9,7 @@
 import { Effect } from "effect"
 import { Permissions, webhookDeliver } from "../authz/Permissions.ts"
 import { isStorable } from "../platform/StorableText.ts"
-import { type Subscription, SubscriptionNotFound, type Webhooks } from "../webhooks/Webhooks.ts"
+import { type Subscription, SubscriptionNotFound, type WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 import type { Caller } from "./AdminAuth.ts"
 import { NotPermitted, OperatorOnly } from "./AdminErrors.ts"
 
@@ -18,7 +18,7 @@ export const owns = (caller: Caller, principal: string): boolean =>
   caller._tag === "Operator" || caller.principal === principal
 
 /** The subscription `id`, if `caller` may see it; another's is `SubscriptionNotFound`. */
-export const subscription = (webhooks: Webhooks["Service"], caller: Caller, id: string) =>
+export const subscription = (webhooks: WebhookSubscriptions["Service"], caller: Caller, id: string) =>
   Effect.flatMap(
     webhooks.get(id),
     (s): Effect.Effect<Subscription, SubscriptionNotFound> =>
@@ -40,7 +40,7 @@ export const ownerFor = (caller: Caller, requested: string | undefined, field: s
 export const checkScope = (caller: Caller, scope: ReadonlyArray<string> | undefined) =>
   Effect.gen(function* () {
     if (caller._tag === "Operator" || scope === undefined) return
-    // Spaces that are no valid text are `Webhooks`' to refuse, with the field named.
+    // Spaces that are no valid text are `WebhookSubscriptions`' to refuse, with the field named.
     const asked = scope.flatMap((space, index) =>
       space.length > 0 && space.length <= 200 && isStorable(space) ? [{ space, index }] : [],
     )

@@ -26,7 +26,7 @@ import { InvalidPushRegistration } from "../push/PushRegistration.ts"
 import { RegistrationNotFound } from "../push/PushRegistrations.ts"
 import { ResendRefused } from "../webhooks/DeliveryResend.ts"
 import { DeliveryNotFound, deliveryStates } from "../webhooks/WebhookDeliveries.ts"
-import { InvalidSubscription, SeqNotInLog, SubscriptionNotFound } from "../webhooks/Webhooks.ts"
+import { InvalidSubscription, SeqNotInLog, SubscriptionNotFound } from "../webhooks/WebhookSubscriptions.ts"
 import { AdminAuthorization } from "./AdminAuth.ts"
 import { InvalidRequest, NotPermitted, OperatorOnly, PushOff } from "./AdminErrors.ts"
 import * as S from "./AdminSchemas.ts"
@@ -58,7 +58,7 @@ const JobConflict = JobStateConflict.pipe(HttpApiSchema.status(409))
 
 const idParam = { id: Schema.String }
 
-/** What a create or update takes; the values are checked by `Webhooks` (400 naming the field). */
+/** What a create or update takes; `WebhookSubscriptions` checks the values (400 naming the field). */
 const subscriptionFields = {
   url: Schema.String,
   eventTypes: Schema.optional(Schema.Array(Schema.String)),

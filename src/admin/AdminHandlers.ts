@@ -1,6 +1,6 @@
 /**
  * The admin API's handlers: each one checks the caller (`AdminAccess`) and calls the service that
- * owns the data (`Webhooks`, `WebhookDeliveries`, `DeliveryResend`, `PushRegistrations`,
+ * owns the data (`WebhookSubscriptions`, `WebhookDeliveries`, `DeliveryResend`, `PushRegistrations`,
  * `JobControl`, `Status`), the same services the CLI calls. No SQL lives here.
  *
  * A database failure is a defect here (a 500), never an answer a client could act on.
@@ -14,7 +14,7 @@ import { PushConfig } from "../push/PushConfig.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
 import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
 import * as WebhookDeliveries from "../webhooks/WebhookDeliveries.ts"
-import { SubscriptionNotFound, Webhooks } from "../webhooks/Webhooks.ts"
+import { SubscriptionNotFound, WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 import * as AdminAccess from "./AdminAccess.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CurrentCaller } from "./AdminAuth.ts"
@@ -32,7 +32,7 @@ const unexpected = <A, E extends { readonly _tag: string }, R>(effect: Effect.Ef
 
 const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers) =>
   Effect.gen(function* () {
-    const webhooks = yield* Webhooks
+    const webhooks = yield* WebhookSubscriptions
     const sql = yield* SqlClient.SqlClient
     const own = (id: string) =>
       Effect.flatMap(CurrentCaller, (caller) => AdminAccess.subscription(webhooks, caller, id))
@@ -101,7 +101,7 @@ const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers)
 
 const deliveries = HttpApiBuilder.group(AdminApi, "deliveries", (handlers) =>
   Effect.gen(function* () {
-    const webhooks = yield* Webhooks
+    const webhooks = yield* WebhookSubscriptions
     const sql = yield* SqlClient.SqlClient
     const withSql = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, SqlClient.SqlClient, sql)
     const own = (id: string) =>
@@ -252,5 +252,8 @@ const jobs = HttpApiBuilder.group(AdminApi, "jobs", (handlers) =>
   }),
 )
 
-/** Every group's handlers; they need `Webhooks`, `Permissions`, the pool, and `PushConfig` if push is on. */
+/**
+ * Every group's handlers; they need `WebhookSubscriptions`, `Permissions`, the pool, and
+ * `PushConfig` if push is on.
+ */
 export const layer = Layer.mergeAll(subscriptions, deliveries, registrations, consumers, jobs)

@@ -3,7 +3,7 @@
  * CLI's `--json` output both encode with these, so the two print the same shapes.
  *
  * Ids travel as strings, and so do seqs and other int8 values (they may pass 2^53); times are ISO
- * 8601 strings. The types are the services' own records (`Webhooks.Subscription`,
+ * 8601 strings. The types are the services' own records (`WebhookSubscriptions.Subscription`,
  * `WebhookDeliveries.DeliveryRecord`, ...), so a handler returns what the service gave it.
  */
 import { Schema } from "effect"
@@ -24,8 +24,8 @@ export const Subscription = Schema.Struct({
   disabledCause: Schema.NullOr(Schema.Literals(["gap", "gone", "failing", "manual"])),
   startedSeq: Int8,
   lastDeliveredSeq: Int8,
-  /** The last number a delivery took. */
-  sequence: Int8,
+  /** The last `sequence` a delivery took. */
+  lastSequence: Int8,
   rateLimit: Schema.NullOr(Schema.Finite),
   headers: Schema.Record(Schema.String, Schema.String),
 }).annotate({ identifier: "Subscription" })

@@ -45,8 +45,8 @@ export class AdminTokenRequired extends Schema.TaggedError<AdminTokenRequired>()
 
 /**
  * The API's routes, `/openapi.json` and `/docs`, for any `HttpRouter`. Needs `AdminAuth`,
- * `Webhooks`, `Permissions`, the pool, `PushConfig` when push is on (registrations), and the
- * HTTP platform services a Node server provides.
+ * `WebhookSubscriptions`, `Permissions`, the pool, `PushConfig` when push is on (registrations),
+ * and the HTTP platform services a Node server provides.
  */
 export const routes = Layer.mergeAll(
   HttpApiBuilder.layer(AdminApi, { openapiPath: "/openapi.json" }),

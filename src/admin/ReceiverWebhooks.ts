@@ -11,7 +11,7 @@
 import { Duration, Schema } from "effect"
 import { defaultLimits } from "../outbound/OutboundSender.ts"
 import { Envelope } from "../webhooks/WebhookEnvelope.ts"
-import { rotationOverlap } from "../webhooks/Webhooks.ts"
+import { rotationOverlap } from "../webhooks/WebhookSubscriptions.ts"
 
 /** The name of the `webhooks` entry: every event goes out the same way. */
 export const name = "event"

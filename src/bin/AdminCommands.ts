@@ -1,9 +1,9 @@
 /**
  * The admin API's work from a terminal, against the database alone (no worker needs to run):
  * `bothy subscriptions ...`, `bothy deliveries ...`, `bothy registrations ...`. Each command calls
- * the service the API's handler calls (`Webhooks`, `WebhookDeliveries`, `DeliveryResend`,
- * `PushRegistrations`), as the operator; tables for people, `--json` (the API's shapes, from
- * `AdminSchemas`) for scripts.
+ * the service the API's handler calls (`WebhookSubscriptions`, `WebhookDeliveries`,
+ * `DeliveryResend`, `PushRegistrations`), as the operator; tables for people, `--json` (the API's
+ * shapes, from `AdminSchemas`) for scripts.
  *
  * Migrations are applied first, so a command works on a fresh database too. A re-send or a
  * recovery makes deliveries pending; a running worker sends them.
@@ -20,7 +20,7 @@ import * as PushRegistrations from "../push/PushRegistrations.ts"
 import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
 import * as WebhookDeliveries from "../webhooks/WebhookDeliveries.ts"
-import { type Subscription, SubscriptionNotFound, Webhooks } from "../webhooks/Webhooks.ts"
+import { type Subscription, SubscriptionNotFound, WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 
 /**
  * The webhook settings as the worker reads them: the embedded development server keeps its sealing
@@ -33,14 +33,14 @@ export const loadWebhookSettings = Effect.gen(function* () {
   return yield* WebhookConfig.load(key)
 })
 
-/** The pool (migrated) and `Webhooks` on it, for the length of one command. */
+/** The pool (migrated) and `WebhookSubscriptions` on it, for the length of one command. */
 const WebhooksLive = Layer.unwrap(
   Effect.map(loadWebhookSettings, (settings) =>
-    Webhooks.layer.pipe(Layer.provide(WebhookConfig.WebhookConfig.layerWith(settings))),
+    WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.WebhookConfig.layerWith(settings))),
   ),
 ).pipe(Layer.provideMerge(Database.migrate), Layer.provideMerge(Database.layer))
 
-/** Runs a command on the migrated pool (and `Webhooks`), its logs on standard error. */
+/** Runs a command on the migrated pool (and `WebhookSubscriptions`), its logs on standard error. */
 const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   effect.pipe(Effect.provide(Database.migrate), Effect.provide(Database.layer), Effect.provide(LogFormat.layerStderr()))
 const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
@@ -69,7 +69,7 @@ const subscriptionLines = (s: Subscription) =>
     ["headers", Object.keys(s.headers).join(", ") || "none"],
     ["started after seq", String(s.startedSeq)],
     ["last delivered seq", String(s.lastDeliveredSeq)],
-    ["last sequence", String(s.sequence)],
+    ["last sequence", String(s.lastSequence)],
   ]
     .map(([k, v]) => `${k!.padEnd(19)} ${v}`)
     .join("\n")
@@ -95,7 +95,10 @@ const header = Flag.KeyValuePair("header").pipe(
   Flag.optional,
 )
 
-/** `none` removes the limit; anything else is the number `Webhooks` checks (a non-number stays one, refused). */
+/**
+ * `none` removes the limit; anything else is the number `WebhookSubscriptions` checks (a non-number
+ * stays one, refused).
+ */
 const parseRateLimit = (raw: string) => (raw.trim().toLowerCase() === "none" ? null : Number(raw))
 
 const create = Command.make(
@@ -111,7 +114,7 @@ const create = Command.make(
   },
   (flags) =>
     Effect.gen(function* () {
-      const webhooks = yield* Webhooks
+      const webhooks = yield* WebhookSubscriptions
       const { id, secret } = yield* webhooks.create({
         owner: flags.owner,
         url: flags.url,
@@ -145,7 +148,7 @@ const list = Command.make(
   },
   (flags) =>
     Effect.gen(function* () {
-      const page = yield* (yield* Webhooks).list({
+      const page = yield* (yield* WebhookSubscriptions).list({
         owner: Option.getOrUndefined(flags.owner),
         state: Option.getOrUndefined(flags.state),
         after: Option.getOrUndefined(flags.after),
@@ -175,11 +178,11 @@ const list = Command.make(
 const onSubscription = (
   name: string,
   description: string,
-  change: (webhooks: Webhooks["Service"], id: string) => Effect.Effect<unknown, unknown>,
+  change: (webhooks: WebhookSubscriptions["Service"], id: string) => Effect.Effect<unknown, unknown>,
 ) =>
   Command.make(name, { id: subscriptionId, json }, ({ id, json }) =>
     Effect.gen(function* () {
-      const webhooks = yield* Webhooks
+      const webhooks = yield* WebhookSubscriptions
       yield* change(webhooks, id)
       const s = yield* webhooks.get(id)
       yield* print(AdminSchemas.Subscription, s, json, () => subscriptionLines(s))
@@ -209,7 +212,7 @@ const update = Command.make(
   },
   (flags) =>
     Effect.gen(function* () {
-      const webhooks = yield* Webhooks
+      const webhooks = yield* WebhookSubscriptions
       const s = yield* webhooks.update(flags.id, {
         ...(Option.isSome(flags.url) ? { url: flags.url.value } : {}),
         ...(flags.scope.length > 0 ? { scope: flags.scope } : {}),
@@ -238,7 +241,7 @@ const enable = Command.make(
   },
   ({ id, fromSeq, json }) =>
     Effect.gen(function* () {
-      const webhooks = yield* Webhooks
+      const webhooks = yield* WebhookSubscriptions
       const resumed = yield* webhooks.enable(id, Option.isSome(fromSeq) ? { fromSeq: fromSeq.value } : undefined)
       const enabled =
         resumed._tag === "Enabled"
@@ -254,7 +257,7 @@ const enable = Command.make(
 
 const rotate = Command.make("rotate", { id: subscriptionId, json }, ({ id, json }) =>
   Effect.gen(function* () {
-    const secret = Redacted.value(yield* (yield* Webhooks).rotateSecret(id))
+    const secret = Redacted.value(yield* (yield* WebhookSubscriptions).rotateSecret(id))
     yield* print(AdminSchemas.RotatedSecret, { secret }, json, () =>
       [`new signing secret (shown once; the old one signs too for 24 hours): ${secret}`].join("\n"),
     )
@@ -263,7 +266,7 @@ const rotate = Command.make("rotate", { id: subscriptionId, json }, ({ id, json 
 
 const remove = Command.make("delete", { id: subscriptionId, json }, ({ id, json }) =>
   Effect.gen(function* () {
-    yield* (yield* Webhooks).remove(id)
+    yield* (yield* WebhookSubscriptions).remove(id)
     yield* json ? Console.log(JSON.stringify({ deleted: id })) : Console.log(`subscription ${id} deleted`)
   }).pipe(withWebhooks),
 ).pipe(Command.withDescription("Delete a subscription and its delivery history"))
@@ -291,7 +294,7 @@ const deliveryRows = (ds: ReadonlyArray<WebhookDeliveries.DeliveryRecord>) =>
       )
 
 /** Fails with `SubscriptionNotFound` unless the subscription exists. */
-const existing = (id: string) => Effect.flatMap(Webhooks, (w) => w.get(id))
+const existing = (id: string) => Effect.flatMap(WebhookSubscriptions, (w) => w.get(id))
 
 const listDeliveries = Command.make(
   "list",

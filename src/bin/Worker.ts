@@ -30,7 +30,7 @@ import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
 import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../webhooks/WebhookFanOut.ts"
-import { Webhooks } from "../webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 
 /**
  * Drain runs in flight per worker process by default (`webhook.max_in_flight`; each subscription
@@ -66,8 +66,8 @@ export const deliveries = (push: Option.Option<PushSettings>) =>
 /**
  * The `push` consumer and the sweep of stale registrations, when push is on. No cooldown: it
  * would hold every round back by up to `consumer.cooldown`, and the push handoff's target (commit to
- * job claimable, p95 `perf.push_handoff_p95`) is about that same size; push rounds are one cheap
- * statement, with no drainer to feed in batches.
+ * job claimable, p95 50 ms in `npm run bench -- push`) is about that same size; push rounds are one
+ * cheap statement, with no drainer to feed in batches.
  */
 const pushConsumer = (settings: Settings, push: Option.Option<PushSettings>) =>
   Option.match(push, {
@@ -91,7 +91,7 @@ export interface AdminSettings {
 /** The admin API on its address, over the worker's pool and permissions; push registrations when push is on. */
 const adminServer = (admin: AdminSettings, push: Option.Option<PushSettings>) =>
   AdminServer.layer(admin.address).pipe(
-    Layer.provide(Webhooks.layer),
+    Layer.provide(WebhookSubscriptions.layer),
     Layer.provide(Layer.succeed(AdminAuth, AdminAuth.token(admin.token))),
     Layer.provide(Option.match(push, { onNone: () => Layer.empty, onSome: PushConfig.layerWith })),
   )

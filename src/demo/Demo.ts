@@ -10,7 +10,7 @@ import { EventLog } from "../log/EventLog.ts"
 import type { LogSequencing } from "../platform/BothyConfig.ts"
 import { PushConfig, type PushSettings } from "../push/PushConfig.ts"
 import { WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
-import { Webhooks } from "../webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 import type { DemoCounts } from "./DemoCounts.ts"
 import * as DemoProducer from "./DemoProducer.ts"
 import * as DemoProgress from "./DemoProgress.ts"
@@ -60,7 +60,7 @@ export const layer = (options: DemoOptions) =>
   ).pipe(
     Layer.provide(
       Layer.mergeAll(
-        Webhooks.layer.pipe(Layer.provide(WebhookConfig.layerWith(options.webhooks))),
+        WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.layerWith(options.webhooks))),
         EventLog.layerFor(options.sequencing),
         Option.match(options.push, { onNone: () => Layer.empty, onSome: (p) => PushConfig.layerWith(p.settings) }),
       ),

@@ -19,7 +19,7 @@ import { pushDeliver, webhookDeliver } from "../authz/Permissions.ts"
 import * as Status from "../ops/Status.ts"
 import * as PushAudience from "../push/PushAudience.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
-import { Webhooks } from "../webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 import type { DemoPushService } from "./DemoPushService.ts"
 import type * as DemoReceiver from "./DemoReceiver.ts"
 
@@ -74,7 +74,7 @@ export interface Prepared {
 const subscribe = (receiver: DemoReceiver.DemoReceiver, s: (typeof subscriptions)[number]) =>
   Effect.gen(function* () {
     for (const space of s.scope) yield* PermissionGrants.grant(owner, webhookDeliver, space)
-    const created = yield* (yield* Webhooks).create({
+    const created = yield* (yield* WebhookSubscriptions).create({
       owner,
       url: receiver.url(s.name),
       scope: s.scope,
@@ -86,7 +86,7 @@ const subscribe = (receiver: DemoReceiver.DemoReceiver, s: (typeof subscriptions
 /** Subscriptions: the kept ones reused (a new secret if the receiver lost it), the missing ones made. */
 const prepareSubscriptions = (receiver: DemoReceiver.DemoReceiver) =>
   Effect.gen(function* () {
-    const webhooks = yield* Webhooks
+    const webhooks = yield* WebhookSubscriptions
     // A demo has a handful; the list is bounded all the same.
     const found = (yield* Status.subscriptionList(1000)).filter((s) => s.owner === owner)
     for (const s of subscriptions) {

@@ -34,6 +34,7 @@
 import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import type { LogSequencing } from "../platform/BothyConfig.ts"
 import { isNoPartition, pgFailure } from "../platform/PgError.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
 import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
@@ -49,11 +50,6 @@ export const timeOf = (sql: SqlClient.SqlClient, at: Statement.Fragment) => sql`
 
 /** The transaction-scoped advisory lock appenders queue on (see the module header). */
 export const appendLockKey = 7_270_100_001n
-
-/** How appends get their seqs (`log.sequencing`; see the module header). */
-export type Sequencing = "counter" | "post_commit"
-
-export const sequencings: ReadonlyArray<Sequencing> = ["counter", "post_commit"]
 
 /** Where an append landed in the log: its events hold `firstSeq..lastSeq`, in the batch's order. */
 export interface Sequenced {
@@ -314,11 +310,11 @@ export class EventLog extends Context.Service<
     EventLog,
     Effect.suspend(() => make("post_commit")),
   )
-  static readonly layerFor = (sequencing: Sequencing) =>
+  static readonly layerFor = (sequencing: LogSequencing) =>
     sequencing === "counter" ? EventLog.layer : EventLog.layerPostCommit
 }
 
-const make = (sequencing: Sequencing) =>
+const make = (sequencing: LogSequencing) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const append = sequencing === "counter" ? appendWith(sql) : appendPendingWith(sql)

@@ -26,7 +26,6 @@ export interface Settings {
     readonly pendingAlertAfter: Duration.Duration
   }
   readonly sync: { readonly eventRetention: Duration.Duration }
-  readonly perf: { readonly pushHandoffP95: Duration.Duration }
   /**
    * How appends get their seqs (`EventLog`'s header): `counter`, numbered in the append and its
    * commit serialized, or `post_commit`, numbered afterwards by a sequencer. Absent: `counter`.
@@ -34,7 +33,11 @@ export interface Settings {
   readonly log?: { readonly sequencing: LogSequencing }
 }
 
-/** The values of `log.sequencing`. */
+/**
+ * How appends get their seqs, the values of `log.sequencing` (`EventLog`'s header says how each
+ * mode works). The concept is the log's, but it is declared here: the settings need it, and
+ * platform/ imports no other part (`.dependency-cruiser.cjs`, `platform-is-the-bottom`).
+ */
 export const logSequencings = ["counter", "post_commit"] as const
 export type LogSequencing = (typeof logSequencings)[number]
 
@@ -190,7 +193,6 @@ export const defaults = {
   "consumer.cooldown": "50ms",
   "consumer.pending_alert_after": "1h",
   "sync.event_retention": "7d",
-  "perf.push_handoff_p95": "50ms",
   "log.sequencing": "counter",
 } as const
 
@@ -208,8 +210,6 @@ export const durationBounds = {
   // The log is partitioned by day, so less than a day cannot be kept as asked; past ten years it
   // holds thousands of partitions, which PostgreSQL plans every query over.
   "sync.event_retention": { min: Duration.days(1), max: Duration.days(3650) },
-  // A target for a latency measured in milliseconds: past a minute it is no target.
-  "perf.push_handoff_p95": { min: Duration.millis(1), max: Duration.minutes(1) },
 } as const satisfies Record<string, DurationBounds>
 
 type DurationKey = keyof typeof durationBounds
@@ -240,7 +240,7 @@ const bounded = (key: DurationKey, value: Duration.Duration): Effect.Effect<void
 /** Checks each value's bounds (for settings a host gives directly) and the rules that span keys. */
 export const check = (settings: Settings): Effect.Effect<Settings, InvalidConfig> =>
   Effect.gen(function* () {
-    const { consumer, sync, perf } = settings
+    const { consumer, sync } = settings
     if (
       !Number.isSafeInteger(consumer.batchSize) ||
       consumer.batchSize < batchSize.min ||
@@ -255,7 +255,6 @@ export const check = (settings: Settings): Effect.Effect<Settings, InvalidConfig
     yield* bounded("consumer.cooldown", consumer.cooldown)
     yield* bounded("consumer.pending_alert_after", consumer.pendingAlertAfter)
     yield* bounded("sync.event_retention", sync.eventRetention)
-    yield* bounded("perf.push_handoff_p95", perf.pushHandoffP95)
     if (settings.log !== undefined && !logSequencings.includes(settings.log.sequencing)) {
       return yield* new InvalidConfig({
         keys: ["log.sequencing"],
@@ -287,7 +286,6 @@ export const load: Effect.Effect<Settings, InvalidConfig> = Effect.gen(function*
       pendingAlertAfter: yield* durationSetting("consumer.pending_alert_after"),
     },
     sync: { eventRetention: yield* durationSetting("sync.event_retention") },
-    perf: { pushHandoffP95: yield* durationSetting("perf.push_handoff_p95") },
     log: { sequencing: yield* setting("log.sequencing", defaults["log.sequencing"], parseOneOf(logSequencings)) },
   }
   return yield* check(settings)

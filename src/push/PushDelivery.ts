@@ -23,21 +23,12 @@ import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import { defaults, PushConfig } from "./PushConfig.ts"
 import * as PushEncryption from "./PushEncryption.ts"
 import * as PushEnvelope from "./PushEnvelope.ts"
-import { deliverKind } from "./PushFanOut.ts"
+import { DeliverArgs, deliverKind } from "./PushJob.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import * as PushOutcome from "./PushOutcome.ts"
 import * as PushRequest from "./PushRequest.ts"
 import * as PushSchedule from "./PushSchedule.ts"
 import * as PushVapid from "./PushVapid.ts"
-
-const Decimal = Schema.String.check(Schema.isPattern(/^[0-9]{1,19}$/))
-
-export const DeliverArgs = Schema.Struct({
-  registration: Decimal,
-  seq: Decimal,
-  /** The event's time, to read its one partition; absent, every partition is looked in. */
-  at: Schema.optional(Schema.String),
-})
 
 /** A retry's reason, kept on the job row: short, since a message may be retried for a whole day. */
 export class PushServiceUnavailable extends Schema.TaggedError<PushServiceUnavailable>()("PushServiceUnavailable", {
@@ -92,7 +83,7 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
   // Once a minute per push service: a wrong VAPID key fails every message to it.
   const configError = ThrottledWarnings.make("1 minute", Effect.logError)
 
-  const read = (args: typeof DeliverArgs.Type) => {
+  const read = (args: DeliverArgs) => {
     const allowed =
       permissions.inSql === undefined
         ? sql`NULL::boolean`
@@ -117,7 +108,7 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
       }
     })
 
-  const run = Effect.fn("PushDelivery.run")(function* (args: typeof DeliverArgs.Type) {
+  const run = Effect.fn("PushDelivery.run")(function* (args: DeliverArgs) {
     const t = yield* read(args)
     if (!t.registered) return yield* count("unregistered")
     if (t.occurredAt === null || t.space === null || t.type === null || t.epoch === null) {

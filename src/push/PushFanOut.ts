@@ -20,32 +20,25 @@ import * as StatementRound from "../consumer/StatementRound.ts"
 import type { Event } from "../log/Event.ts"
 import { PushAudience, type PushAudienceShape } from "./PushAudience.ts"
 import { PushConfig } from "./PushConfig.ts"
+import { type DeliverArgs, deliverArgsInSql, deliverKind, queue } from "./PushJob.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import * as PushSchedule from "./PushSchedule.ts"
 
 export const name = "push"
-export const deliverKind = "push.deliver"
-export const queue = "push"
-
-/**
- * What the round hands `push.deliver`: the registration and the event, both as decimal text, and
- * the event's time (so its lookup reads one partition).
- */
-export interface DeliverArgs {
-  readonly registration: string
-  readonly seq: string
-  readonly at: string
-}
+/** The job the round inserts (`PushJob`), also named here as `WebhookFanOut` names the drain job. */
+export { deliverKind, queue }
 
 /** The jobs for recipients found in SQL as `audience (seq, principal)`, one per registration. */
 export const statementFanOut = (audience: PushAudienceShape, maxAttempts: number): StatementRound.StatementFanOut => ({
-  ctes: (sql) => sql`
+  ctes: (sql) => {
+    const args = deliverArgsInSql(sql, { registration: sql`r.id::text`, seq: sql`a.seq::text`, at: sql`e.occurred_at` })
+    return sql`
     audience AS (${audience.inSql!(sql)}), wanted AS (
-      SELECT a.seq, r.id::text AS receiver, ${deliverKind}::text AS kind, ${queue}::text AS queue,
-             jsonb_build_object('registration', r.id::text, 'seq', a.seq::text, 'at', e.occurred_at) AS args,
+      SELECT a.seq, r.id::text AS receiver, ${deliverKind}::text AS kind, ${queue}::text AS queue, ${args} AS args,
              ${maxAttempts}::int AS max_attempts
       FROM audience AS a JOIN ev AS e ON e.seq = a.seq JOIN push_registrations AS r ON r.principal = a.principal
-    )`,
+    )`
+  },
 })
 
 /** The same jobs, from the audience's answer for the batch and one read of its principals' registrations. */

@@ -1,6 +1,6 @@
 /**
- * State changes of webhook subscriptions that several parts share (the `Webhooks` service, the
- * `webhooks` consumer's loss handler, the delivery job). Disabling a subscription ends its pending
+ * State changes of webhook subscriptions that several parts share (the `WebhookSubscriptions`
+ * service, the `webhooks` consumer's loss handler, the delivery job). Disabling a subscription ends its pending
  * deliveries and frees its drain slot in the same statement: a disabled subscription has nothing in
  * flight, its drainer (perhaps snoozed for hours after a failure) stops at its next step, and
  * enabling it again (`SubscriptionResume`) starts from the head of the log or from a seq still in

@@ -66,6 +66,8 @@ layer(Live, { excludeTestServices: true })("the admin API", (it) => {
         const sub = created.body.subscription
         assert.strictEqual(sub.owner, "alice")
         assert.strictEqual(typeof sub.startedSeq, "string")
+        assert.strictEqual(sub.lastSequence, "0", "no delivery has taken a number yet")
+        assert.notProperty(sub, "sequence")
         assert.strictEqual(sub.rateLimit, 5)
         assert.deepStrictEqual(sub.headers, { "x-key": "k1" })
         assert.notProperty(sub, "secret")

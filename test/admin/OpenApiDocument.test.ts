@@ -57,6 +57,11 @@ layer(Live, { excludeTestServices: true })("the OpenAPI document", (it) => {
           assert.include(listed, path)
         }
         assert.deepStrictEqual(Object.keys(doc.components.securitySchemes), ["bearer"])
+        // A subscription's counter is `lastSequence`; `sequence` is the number each delivery carries.
+        const { Subscription, Delivery } = doc.components.schemas
+        assert.include(Subscription.required, "lastSequence")
+        assert.notProperty(Subscription.properties, "sequence")
+        assert.property(Delivery.properties, "sequence")
 
         // What receivers get: the envelope's fields and the Standard Webhooks headers.
         const receive = resolved.webhooks[ReceiverWebhooks.name].post

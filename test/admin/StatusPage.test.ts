@@ -15,7 +15,7 @@ import { Effect, Layer } from "effect"
 import { HttpRouter, HttpServer } from "effect/http"
 import { SqlClient } from "effect/sql"
 import * as StatusPage from "../../src/admin/StatusPage.ts"
-import * as Webhooks from "../../src/webhooks/Webhooks.ts"
+import * as WebhookSubscriptions from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as Chromium from "../support/Chromium.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
@@ -59,7 +59,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the status page", (i
         const ok = yield* TestWebhooks.subscribe("page-owner", receiver.url("/ok"), ["page-space"])
         const failing = yield* TestWebhooks.subscribe("page-owner", receiver.url("/failing"), ["page-space"])
         const off = yield* TestWebhooks.subscribe("page-owner", receiver.url("/off"), ["page-space"])
-        yield* (yield* Webhooks.Webhooks).disable(off.id)
+        yield* (yield* WebhookSubscriptions.WebhookSubscriptions).disable(off.id)
         for (const i of [1, 2, 3]) yield* TestWebhooks.append("page-space", { i })
         yield* TestWebhooks.round()
 

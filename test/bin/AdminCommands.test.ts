@@ -87,7 +87,14 @@ describe("bothy subscriptions", () => {
 
         // Show, update.
         const shown = jsonOf(yield* bothy(["subscriptions", "show", id, "--json"]))
-        assert.deepInclude(shown, { id, owner: "alice", state: "active", rateLimit: null, startedSeq: "0" })
+        assert.deepInclude(shown, {
+          id,
+          owner: "alice",
+          state: "active",
+          rateLimit: null,
+          startedSeq: "0",
+          lastSequence: "0",
+        })
         const updated = jsonOf(
           yield* bothy([
             "subscriptions",

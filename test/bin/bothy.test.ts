@@ -14,7 +14,7 @@ import * as JobLease from "../../src/jobs/JobLease.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as Migrations from "../../src/platform/Migrations.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import { withDatabase } from "../support/DatabaseUrl.ts"
 import * as EmbeddedWorker from "../support/EmbeddedWorker.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
@@ -194,7 +194,7 @@ describe("bothy command", () => {
       const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
       const Db = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
       const secretKey = yield* SecretBox.parseKey(Redacted.make(rawKey))
-      const services = Layer.mergeAll(EventLog.layer, Webhooks.layer).pipe(
+      const services = Layer.mergeAll(EventLog.layer, WebhookSubscriptions.layer).pipe(
         Layer.provideMerge(
           WebhookConfig.layerWith({ secretKey, policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] } }),
         ),
@@ -202,7 +202,7 @@ describe("bothy command", () => {
       )
       const sub = yield* Effect.gen(function* () {
         yield* PermissionGrants.grant("cli-owner", webhookDeliver, "cli-space")
-        return yield* (yield* Webhooks).create({
+        return yield* (yield* WebhookSubscriptions).create({
           owner: "cli-owner",
           url: receiver.url("/cli"),
           scope: ["cli-space"],

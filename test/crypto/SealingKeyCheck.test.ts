@@ -6,7 +6,7 @@ import { SqlClient } from "effect/sql"
 import { SealingKeyMismatch, verify } from "../../src/crypto/SealingKeyCheck.ts"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
 const newKey = () => SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64")))
@@ -100,7 +100,7 @@ layer(TestDatabase.layer(), { excludeTestServices: true })("SealingKeyCheck", (i
   )
 
   it.effect(
-    "WorkerRefusesWrongSealingKey: Webhooks.layer runs the same check; with another key it does not build and creates nothing",
+    "WorkerRefusesWrongSealingKey: WebhookSubscriptions.layer runs the same check; with another key it does not build and creates nothing",
     () =>
       Effect.gen(function* () {
         yield* forget
@@ -108,7 +108,7 @@ layer(TestDatabase.layer(), { excludeTestServices: true })("SealingKeyCheck", (i
         const first = yield* newKey()
         const other = yield* newKey()
         const webhooksWith = (secretKey: SecretBox.SecretKey) =>
-          Webhooks.layer.pipe(
+          WebhookSubscriptions.layer.pipe(
             Layer.provide(
               WebhookConfig.layerWith({
                 secretKey,
@@ -117,7 +117,7 @@ layer(TestDatabase.layer(), { excludeTestServices: true })("SealingKeyCheck", (i
             ),
             Layer.provide(Layer.succeed(SqlClient.SqlClient, sql)),
           )
-        yield* Effect.flatMap(Webhooks, (w) =>
+        yield* Effect.flatMap(WebhookSubscriptions, (w) =>
           w.create({ owner: "o", url: "https://8.8.8.8/", eventTypes: [], scope: ["s"] }),
         ).pipe(Effect.provide(webhooksWith(first)))
         const exit = yield* Layer.build(webhooksWith(other)).pipe(Effect.scoped, Effect.exit)

@@ -7,7 +7,7 @@ import * as PushAudience from "../../src/push/PushAudience.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
 import * as PushMetrics from "../../src/push/PushMetrics.ts"
 import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
@@ -43,7 +43,7 @@ layer(Live, { excludeTestServices: true })("Retention and loss", (it) => {
         if (webhooks._tag === "Processed") {
           assert.deepStrictEqual(webhooks.lost, [{ firstSeq: gone[0]!, lastSeq: gone[1]! }])
         }
-        const state = yield* (yield* Webhooks).get(sub.id)
+        const state = yield* (yield* WebhookSubscriptions).get(sub.id)
         assert.deepStrictEqual([state.state, state.disabledCause], ["disabled", "gap"])
 
         const lostBefore = (yield* Metric.value(PushMetrics.eventsLost)).count

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
@@ -20,7 +20,7 @@ layer(Live, { excludeTestServices: true })("the worker's logs", (it) => {
     "LogsNeverHoldSecrets: a worker at log level all, delivering, redirected, disabling, writes JSON lines holding no key, signing secret or URL token",
     () =>
       Effect.gen(function* () {
-        const webhooks = yield* Webhooks
+        const webhooks = yield* WebhookSubscriptions
         const tokens = { ok: token(), gone: token(), moved: token() }
         const receiver = yield* WebhookReceiver.start(({ path }) =>
           path.startsWith("/gone")

@@ -1,7 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as Webhooks from "../../src/webhooks/Webhooks.ts"
+import * as WebhookSubscriptions from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
@@ -30,7 +30,7 @@ layer(Live, { excludeTestServices: true })("bothy status", (it) => {
         const sql = yield* SqlClient.SqlClient
         const kept = yield* TestWebhooks.subscribe("status-owner", "http://127.0.0.1:9/kept", ["status-space"])
         const dropped = yield* TestWebhooks.subscribe("status-owner", "http://127.0.0.1:9/dropped", ["status-space"])
-        yield* (yield* Webhooks.Webhooks).disable(dropped.id)
+        yield* (yield* WebhookSubscriptions.WebhookSubscriptions).disable(dropped.id)
         // Three events the round turns into a drain job and pending deliveries, then two it has not read.
         for (const n of [1, 2, 3]) yield* TestWebhooks.append("status-space", { n })
         yield* TestWebhooks.round()

@@ -28,8 +28,13 @@ describe("BothyConfig", () => {
       assert.strictEqual(Duration.toMillis(settings.consumer.cooldown), 50)
       assert.strictEqual(Duration.toMillis(settings.consumer.pendingAlertAfter), 3_600_000)
       assert.strictEqual(Duration.toMillis(settings.sync.eventRetention), 7 * 86_400_000)
-      assert.strictEqual(Duration.toMillis(settings.perf.pushHandoffP95), 50)
       assert.strictEqual(settings.log?.sequencing, "counter")
+    }),
+  )
+
+  it.effect("the push benchmark's BOTHY_PERF_PUSH_HANDOFF_P95 is not bothy's: a deploy that still sets it starts", () =>
+    Effect.gen(function* () {
+      yield* loadWith({ BOTHY_PERF_PUSH_HANDOFF_P95: "not a duration" })
     }),
   )
 
@@ -84,7 +89,6 @@ describe("BothyConfig", () => {
         ["BOTHY_CONSUMER_COOLDOWN", "-5ms", "consumer.cooldown"],
         ["BOTHY_CONSUMER_COOLDOWN", "brief", "consumer.cooldown"],
         ["BOTHY_SYNC_EVENT_RETENTION", "-1d", "sync.event_retention"],
-        ["BOTHY_PERF_PUSH_HANDOFF_P95", "fast", "perf.push_handoff_p95"],
         ["BOTHY_LOG_SEQUENCING", "postcommit", "log.sequencing"],
         ["BOTHY_LOG_SEQUENCING", "Counter", "log.sequencing"],
       ]
@@ -109,7 +113,6 @@ describe("BothyConfig", () => {
           "BOTHY_CONSUMER_COOLDOWN",
           "BOTHY_CONSUMER_PENDING_ALERT_AFTER",
           "BOTHY_SYNC_EVENT_RETENTION",
-          "BOTHY_PERF_PUSH_HANDOFF_P95",
           "BOTHY_LOG_SEQUENCING",
         ]
         for (const name of names) {
@@ -185,7 +188,6 @@ describe("BothyConfig", () => {
         ["consumer.cooldown", "0s", "10s", "-", "10001ms"],
         ["consumer.pending_alert_after", "1m", "30d", "59s", "721h"],
         ["sync.event_retention", "1d", "3650d", "23h", "3651d"],
-        ["perf.push_handoff_p95", "1ms", "1m", "0ms", "61s"],
       ]
       // The other keys set so that each edge passes the cross-key rules.
       const around: Record<string, string> = {
@@ -230,7 +232,6 @@ describe("BothyConfig", () => {
             pendingAlertAfter: Duration.hours(1),
           },
           sync: { eventRetention: Duration.days(7) },
-          perf: { pushHandoffP95: Duration.millis(50) },
         }
         const error = yield* Layer.build(BothyConfig.layerWith(host)).pipe(Effect.scoped, Effect.flip)
         assert.deepStrictEqual(error.keys, ["consumer.cooldown", "consumer.poll_interval"])

@@ -23,15 +23,15 @@ import {
   maxEventTypes,
   maxScope,
   type NewSubscription,
-  Webhooks,
-} from "../../src/webhooks/Webhooks.ts"
+  WebhookSubscriptions,
+} from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 const Live = TestWebhooks.layer()
 
 interface Case {
   readonly name: string
-  readonly attempt: Effect.Effect<unknown, unknown, EventLog | Jobs | Webhooks>
+  readonly attempt: Effect.Effect<unknown, unknown, EventLog | Jobs | WebhookSubscriptions>
   readonly tag: string
   /** The field the error names; for `InvalidConfig`, its keys joined by a space. */
   readonly field: string | undefined
@@ -152,7 +152,9 @@ const eventCases: ReadonlyArray<Case> = [
 
 const goodSubscription = { owner: "cat-owner", url: "https://8.8.8.8/hook", eventTypes: [], scope: ["cat-space"] }
 const create = (fields: Record<string, unknown>) =>
-  Effect.flatMap(Webhooks, (w) => w.create({ ...goodSubscription, ...fields } as unknown as NewSubscription))
+  Effect.flatMap(WebhookSubscriptions, (w) =>
+    w.create({ ...goodSubscription, ...fields } as unknown as NewSubscription),
+  )
 const many = (n: number, name: (i: number) => string) => Array.from({ length: n }, (_, i) => name(i))
 
 const subscriptionCase = (name: string, fields: Record<string, unknown>, field: string): Case => ({
@@ -165,7 +167,7 @@ const subscriptionCase = (name: string, fields: Record<string, unknown>, field: 
 const subscriptionCases: ReadonlyArray<Case> = [
   {
     name: "not an object",
-    attempt: Effect.flatMap(Webhooks, (w) => w.create("subscription" as unknown as NewSubscription)),
+    attempt: Effect.flatMap(WebhookSubscriptions, (w) => w.create("subscription" as unknown as NewSubscription)),
     tag: "InvalidSubscription",
     field: "",
   },
@@ -311,7 +313,6 @@ const hostSettings = (cooldown: Duration.Duration): Settings => ({
     pendingAlertAfter: Duration.hours(1),
   },
   sync: { eventRetention: Duration.days(7) },
-  perf: { pushHandoffP95: Duration.millis(50) },
 })
 
 // Written by the test before the cases run: a valid key, refused only for its mode.
@@ -339,8 +340,6 @@ const configCases: ReadonlyArray<Case> = [
   ),
   settingCase({ BOTHY_SYNC_EVENT_RETENTION: "12h" }, "sync.event_retention"),
   settingCase({ BOTHY_SYNC_EVENT_RETENTION: "3651d" }, "sync.event_retention"),
-  settingCase({ BOTHY_PERF_PUSH_HANDOFF_P95: "0ms" }, "perf.push_handoff_p95"),
-  settingCase({ BOTHY_PERF_PUSH_HANDOFF_P95: "2m" }, "perf.push_handoff_p95"),
   settingCase({ BOTHY_LOG_SEQUENCING: "sequence" }, "log.sequencing"),
   {
     name: "DATABASE_URL set but empty",
@@ -439,7 +438,7 @@ layer(Live, { excludeTestServices: true })("BadInputCatalogue", (it) => {
       const scope = many(maxScope, (i) => `limit-space-${i}`)
       const eventTypes = many(maxEventTypes, (i) => `limit.type-${i}`)
       const created = yield* create({ scope, eventTypes })
-      const sub = yield* Effect.flatMap(Webhooks, (w) => w.get(created.id))
+      const sub = yield* Effect.flatMap(WebhookSubscriptions, (w) => w.get(created.id))
       assert.strictEqual(sub.scope.length, maxScope)
       assert.deepStrictEqual(sub.eventTypes, eventTypes)
       const jobs = yield* insert([

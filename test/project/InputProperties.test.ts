@@ -14,7 +14,7 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import { checkAddress } from "../../src/outbound/AddressCheck.ts"
 import * as IpRange from "../../src/outbound/IpRange.ts"
 import { durationBounds, parseDurationOrZero, parseDurationWithin } from "../../src/platform/BothyConfig.ts"
-import { type NewSubscription, Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { type NewSubscription, WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 const Live = TestWebhooks.layer()
@@ -91,14 +91,14 @@ layer(Live, { excludeTestServices: true })("InputProperties", (it) => {
     "UnstorableTextRefusedEverywhere: any string with a NUL or a lone surrogate is refused in every field",
     () =>
       Effect.gen(function* () {
-        const context = yield* Effect.context<EventLog | Jobs | Webhooks>()
-        const attempt = (effect: Effect.Effect<unknown, unknown, EventLog | Jobs | Webhooks>) =>
+        const context = yield* Effect.context<EventLog | Jobs | WebhookSubscriptions>()
+        const attempt = (effect: Effect.Effect<unknown, unknown, EventLog | Jobs | WebhookSubscriptions>) =>
           Effect.runPromiseExit(Effect.provideContext(effect, context)).then(refusal)
         const append = (e: unknown) => attempt(Effect.flatMap(EventLog, (log) => log.append([e as NewEvent])))
         const insert = (j: unknown) => attempt(Effect.flatMap(Jobs, (jobs) => jobs.insert([j as JobInsert])))
         const create = (fields: Record<string, unknown>) =>
           attempt(
-            Effect.flatMap(Webhooks, (w) =>
+            Effect.flatMap(WebhookSubscriptions, (w) =>
               w.create({
                 owner: "prop-owner",
                 url: "https://8.8.8.8/hook",
@@ -145,9 +145,10 @@ layer(Live, { excludeTestServices: true })("InputProperties", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const context = yield* Effect.context<EventLog | Jobs | Webhooks | SqlClient.SqlClient>()
-        const run = <A>(effect: Effect.Effect<A, unknown, EventLog | Jobs | Webhooks | SqlClient.SqlClient>) =>
-          Effect.runPromise(Effect.provideContext(effect, context))
+        const context = yield* Effect.context<EventLog | Jobs | WebhookSubscriptions | SqlClient.SqlClient>()
+        const run = <A>(
+          effect: Effect.Effect<A, unknown, EventLog | Jobs | WebhookSubscriptions | SqlClient.SqlClient>,
+        ) => Effect.runPromise(Effect.provideContext(effect, context))
         let n = 0
         yield* Effect.promise(() =>
           fc.assert(
@@ -174,14 +175,14 @@ layer(Live, { excludeTestServices: true })("InputProperties", (it) => {
 
               // A subscription: owner and scope.
               const created = await run(
-                Effect.flatMap(Webhooks, (w) =>
+                Effect.flatMap(WebhookSubscriptions, (w) =>
                   w.create({ owner: a, url: "https://8.8.8.8/hook", eventTypes: [], scope: [a, b] }),
                 ),
               )
-              const sub = await run(Effect.flatMap(Webhooks, (w) => w.get(created.id)))
+              const sub = await run(Effect.flatMap(WebhookSubscriptions, (w) => w.get(created.id)))
               assert.strictEqual(sub.owner, a)
               assert.deepStrictEqual([...sub.scope].sort(), [...new Set([a, b])].sort())
-              await run(Effect.flatMap(Webhooks, (w) => w.remove(created.id)))
+              await run(Effect.flatMap(WebhookSubscriptions, (w) => w.remove(created.id)))
             }),
             { numRuns: 40 },
           ),

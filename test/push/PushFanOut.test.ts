@@ -1,10 +1,11 @@
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
+import * as PushJob from "../../src/push/PushJob.ts"
 import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
 import * as TestPush from "../support/TestPush.ts"
 
@@ -43,6 +44,14 @@ const world = Effect.gen(function* () {
 
 const made = Effect.map(TestPush.jobs, (jobs) => jobs.map((j) => `${j.registration}:${j.seq}`).sort())
 
+/** Each job's args as `push.deliver` decodes them, by `registration:seq`, with the event's time in ms. */
+const decodedArgs = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ args: unknown }>`SELECT args FROM jobs WHERE kind = ${PushJob.deliverKind}`
+  const args = yield* Effect.forEach(rows, (row) => Schema.decodeUnknownEffect(PushJob.DeliverArgs)(row.args))
+  return Object.fromEntries(args.map((a) => [`${a.registration}:${a.seq}`, Date.parse(a.at ?? "")]))
+})
+
 const resetCursor = Effect.flatMap(
   SqlClient.SqlClient,
   (sql) => sql`UPDATE event_consumer_cursors SET last_seq = (SELECT value FROM event_seq) - 4 WHERE name = 'push'`,
@@ -50,7 +59,7 @@ const resetCursor = Effect.flatMap(
 
 layer(TestPush.layer(), { excludeTestServices: true })("PushFanOut", (it) => {
   it.effect(
-    "PushAudienceMembersNotActorNotMuted: one push.deliver job per registration of each member of the event's space, none for the actor, for members who muted the space or the type, or for non-members; unique per (registration, seq) when a round runs again",
+    "PushAudienceMembersNotActorNotMuted: one push.deliver job per registration of each member of the event's space, none for the actor, for members who muted the space or the type, or for non-members; unique per (registration, seq) when a round runs again; both rounds write args that decode as PushJob.DeliverArgs",
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -58,6 +67,8 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushFanOut", (it) => {
         const first = yield* TestPush.round()
         assert.strictEqual(first._tag, "Processed")
         assert.deepStrictEqual(yield* made, expected)
+        const inStatement = yield* decodedArgs
+        assert.isTrue(Object.values(inStatement).every(Number.isFinite), "every job names its event's time")
         const keys = (yield* TestPush.jobs).map((j) => j.uniqueKey)
         assert.isTrue(keys.every((k) => k.startsWith("push:")))
 
@@ -77,6 +88,7 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushFanOut", (it) => {
         assert.strictEqual((yield* round)._tag, "Processed")
         assert.strictEqual((yield* round)._tag, "Processed")
         assert.deepStrictEqual(yield* made, expected)
+        assert.deepStrictEqual(yield* decodedArgs, inStatement, "the same args as the one-statement round's")
       }),
   )
 })

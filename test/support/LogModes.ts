@@ -6,14 +6,15 @@
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../../src/log/Event.ts"
-import { EventLog, type Sequencing, sequencings } from "../../src/log/EventLog.ts"
+import { EventLog } from "../../src/log/EventLog.ts"
 import * as Sequencer from "../../src/log/Sequencer.ts"
+import { type LogSequencing, logSequencings } from "../../src/platform/BothyConfig.ts"
 import { eventually } from "./Eventually.ts"
 
-export const modes = sequencings
+export const modes = logSequencings
 
 /** `EventLog` in `mode`; in `post_commit` mode also a sequencer that polls every 2 ms. */
-export const eventLog = (mode: Sequencing): Layer.Layer<EventLog, never, SqlClient.SqlClient> =>
+export const eventLog = (mode: LogSequencing): Layer.Layer<EventLog, never, SqlClient.SqlClient> =>
   mode === "counter"
     ? EventLog.layer
     : Layer.merge(EventLog.layerPostCommit, Sequencer.layer({ pollInterval: "2 millis", standbyInterval: "50 millis" }))

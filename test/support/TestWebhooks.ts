@@ -19,7 +19,7 @@ import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import { withDatabase } from "./DatabaseUrl.ts"
 import * as TestDatabase from "./TestDatabase.ts"
 
@@ -37,7 +37,10 @@ interface LayerOptions {
   readonly pool?: Partial<PgClient.PgPoolConfig>
 }
 
-/** Everything but `Webhooks` (whose layer checks the sealing key against the schema), on `database`. */
+/**
+ * Everything but `WebhookSubscriptions` (whose layer checks the sealing key against the schema),
+ * on `database`.
+ */
 const services = (database: ReturnType<typeof TestDatabase.layer>, options: LayerOptions) =>
   Layer.mergeAll(PermissionGrants.layer, EventLog.layer, Jobs.layer, NotificationStream.layer()).pipe(
     Layer.provideMerge(
@@ -57,7 +60,7 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
   )
 
 export const layer = (options: LayerOptions = {}) =>
-  Webhooks.layer.pipe(Layer.provideMerge(services(TestDatabase.layer(options.pool), options)))
+  WebhookSubscriptions.layer.pipe(Layer.provideMerge(services(TestDatabase.layer(options.pool), options)))
 
 /**
  * On the existing database `name` (which the test creates and drops itself: a restore drops and
@@ -69,12 +72,12 @@ export const layerAt = (name: string, options: LayerOptions & { readonly secretK
     PgClient.layer({ url: Redacted.make(url), maxConnections: 10, ...options.pool }),
     Layer.succeed(TestDatabase.TestDatabase, TestDatabase.TestDatabase.of({ name, url })),
   ).pipe(Layer.orDie)
-  return Webhooks.layer.pipe(Layer.provideMerge(services(database, options)))
+  return WebhookSubscriptions.layer.pipe(Layer.provideMerge(services(database, options)))
 }
 
 /**
- * On a database with no schema yet, for tests of a migration, and without `Webhooks`: the test
- * builds it once it has migrated.
+ * On a database with no schema yet, for tests of a migration, and without `WebhookSubscriptions`:
+ * the test builds it once it has migrated.
  */
 export const layerEmpty = (options: LayerOptions = {}) => services(TestDatabase.layerEmpty(options.pool), options)
 
@@ -130,7 +133,7 @@ export const subscribe = (
 ) =>
   Effect.gen(function* () {
     for (const space of scope) yield* PermissionGrants.grant(owner, webhookDeliver, space)
-    return yield* (yield* Webhooks).create({ owner, url, scope, eventTypes })
+    return yield* (yield* WebhookSubscriptions).create({ owner, url, scope, eventTypes })
   })
 
 /** Appends one event (`item.created` unless told) in `space` carrying `payload`, in a transaction of its own. */

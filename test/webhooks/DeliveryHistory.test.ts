@@ -3,7 +3,7 @@ import { Duration, Effect, Layer, Queue } from "effect"
 import { SqlClient, Statement } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as DeliveryHistory from "../../src/webhooks/DeliveryHistory.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -89,7 +89,10 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("Delivery history", (
 
         const other = yield* TestWebhooks.subscribe("owner-h", receiver.url("/g"), ["g"])
         yield* history(other.id, 2100, "delivered", 1, 40_000)
-        const removal = yield* counting(/DELETE FROM webhook_deliveries/, (yield* Webhooks).remove(other.id))
+        const removal = yield* counting(
+          /DELETE FROM webhook_deliveries/,
+          (yield* WebhookSubscriptions).remove(other.id),
+        )
         assert.strictEqual(removal.statements, 3)
         const [left] = yield* sql<{ n: number }>`
           SELECT count(*)::int AS n FROM webhook_deliveries WHERE subscription_id = ${other.id}::uuid`

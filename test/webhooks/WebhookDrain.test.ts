@@ -6,7 +6,7 @@ import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { EventLog, timeOf } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -135,7 +135,7 @@ layer(Live, { excludeTestServices: true })("Webhook drain", (it) => {
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const webhooks = yield* Webhooks
+        const webhooks = yield* WebhookSubscriptions
         const signals = yield* TestWebhooks.signals
         let failing = true
         const receiver = yield* WebhookReceiver.start(() => ({ status: failing ? 500 : 200 }))

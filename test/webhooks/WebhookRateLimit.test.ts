@@ -16,7 +16,7 @@ import { TestClock } from "effect/testing"
 import { Webhook } from "standardwebhooks"
 import type { JobInfo } from "../../src/jobs/JobKind.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -105,7 +105,7 @@ layer(Live, { excludeTestServices: true })("Webhook delivery options", (it) => {
         // The 12th request fails once: its retry counts against the limit too.
         const { receiver, arrivals } = yield* clockedReceiver((n) => (n === 12 ? 500 : 200))
         const sub = yield* TestWebhooks.subscribe("owner-rate", receiver.url("/rate"), ["rate-a"])
-        yield* (yield* Webhooks).update(sub.id, { rateLimit: 5 })
+        yield* (yield* WebhookSubscriptions).update(sub.id, { rateLimit: 5 })
         for (let i = 0; i < 30; i++) yield* TestWebhooks.append("rate-a", { i })
         yield* TestWebhooks.round()
         const paced = yield* Queue.unbounded<Duration.Duration>()
@@ -152,7 +152,7 @@ layer(Live, { excludeTestServices: true })("Webhook delivery options", (it) => {
         assert.strictEqual(arrivals.length, 3)
         assert.deepStrictEqual(gaps(arrivals.map((a) => a.at)), [0, 0])
         // Half a request a second from now on, read with the next batch by the same drainer.
-        yield* (yield* Webhooks).update(sub.id, { rateLimit: 0.5 })
+        yield* (yield* WebhookSubscriptions).update(sub.id, { rateLimit: 0.5 })
         const snoozes = yield* drainByHand([kind!], sub.id, info, paced)
 
         assert.deepStrictEqual(
@@ -176,7 +176,7 @@ layer(Live, { excludeTestServices: true })("Webhook delivery options", (it) => {
       Effect.gen(function* () {
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
         const sub = yield* TestWebhooks.subscribe("owner-headers", receiver.url("/headers"), ["hdr-a"])
-        yield* (yield* Webhooks).update(sub.id, { headers: { "X-Api-Key": "key-1", "x-tenant": "acme" } })
+        yield* (yield* WebhookSubscriptions).update(sub.id, { headers: { "X-Api-Key": "key-1", "x-tenant": "acme" } })
         const signals = yield* TestWebhooks.signals
         yield* TestWebhooks.startDrainers(signals)
         const verifier = new Webhook(Redacted.value(sub.secret))

@@ -2,7 +2,7 @@ import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { SqlClient, Statement } from "effect/sql"
 import { disable } from "../../src/webhooks/SubscriptionStates.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import { eventually } from "../support/Eventually.ts"
 import * as RowLock from "../support/RowLock.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
@@ -51,7 +51,7 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
     "ReEnableAfterGap from a seq still in the log: the events from it on are sent in seq order under the next numbers; a seq that left the log is refused naming the oldest kept",
     () =>
       Effect.gen(function* () {
-        const webhooks = yield* Webhooks
+        const webhooks = yield* WebhookSubscriptions
         const signals = yield* TestWebhooks.signals
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
         const sub = yield* TestWebhooks.subscribe("owner-g", receiver.url("/g"), ["g-a"])
@@ -113,7 +113,7 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
     "ReEnableAfterGap from the head: what happened while disabled is not sent, the next event is, and the numbering goes on",
     () =>
       Effect.gen(function* () {
-        const webhooks = yield* Webhooks
+        const webhooks = yield* WebhookSubscriptions
         const signals = yield* TestWebhooks.signals
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
         const sub = yield* TestWebhooks.subscribe("owner-h", receiver.url("/h"), ["h-a"])
@@ -149,7 +149,7 @@ layer(Live, { excludeTestServices: true })("Re-enabling a subscription", (it) =>
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const webhooks = yield* Webhooks
+        const webhooks = yield* WebhookSubscriptions
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
         const sub = yield* TestWebhooks.subscribe("owner-r", receiver.url("/r"), ["r-a"])
         yield* disable([sub.id], "gap")

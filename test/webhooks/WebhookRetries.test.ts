@@ -2,7 +2,7 @@ import { assert, layer } from "@effect/vitest"
 import { Clock, Duration, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -30,7 +30,7 @@ const setup = (path: string, space: string, answer: (n: number) => WebhookReceiv
       Effect.as(undefined),
       Effect.catchTag("JobSnooze", (snooze) => Effect.succeed(snooze.delay)),
     )
-    const subState = Effect.map((yield* Webhooks).get(sub.id), (s) => [s.state, s.disabledCause] as const)
+    const subState = Effect.map((yield* WebhookSubscriptions).get(sub.id), (s) => [s.state, s.disabledCause] as const)
     return { sub, attempt, subState, requests: () => n }
   })
 

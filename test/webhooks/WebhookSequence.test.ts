@@ -7,7 +7,7 @@ import { Permissions, type PermissionsShape, webhookDeliver } from "../../src/au
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -79,7 +79,7 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
       () =>
         Effect.gen(function* () {
           const sql = yield* SqlClient.SqlClient
-          const webhooks = yield* Webhooks
+          const webhooks = yield* WebhookSubscriptions
           const signals = yield* TestWebhooks.signals
           // About one request in five fails: its drainer gives back what it read ahead and retries.
           const receiver = yield* WebhookReceiver.start(() => ({ status: Math.random() < 0.2 ? 500 : 200 }))
@@ -178,7 +178,7 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
             seen.length,
             "every number is on a delivery that went out",
           )
-          assert.strictEqual((yield* webhooks.get(sub.id)).sequence, BigInt(seen.length), "the counter ends at K")
+          assert.strictEqual((yield* webhooks.get(sub.id)).lastSequence, BigInt(seen.length), "the counter ends at K")
           const reasons = new Set(rows.filter((d) => d.state === "dead").map((d) => d.deadReason))
           assert.isTrue(reasons.has("permission"), "some were suppressed for the right")
           assert.isTrue(reasons.has("disabled:manual"), "some ended dead before anything was sent")

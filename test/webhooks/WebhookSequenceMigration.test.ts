@@ -10,7 +10,7 @@ import * as Migrations from "../../src/platform/Migrations.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookSecret from "../../src/webhooks/WebhookSecret.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -30,7 +30,8 @@ layer(Live, { excludeTestServices: true })("Webhook sequence migration", (it) =>
         const sql = yield* SqlClient.SqlClient
         yield* before0009
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
-        // A subscription as the code before 0009 created it (today's `Webhooks` needs today's schema).
+        // A subscription as the code before 0009 created it (today's `WebhookSubscriptions` needs
+        // today's schema).
         const { secretKey } = yield* WebhookConfig
         const [sub] = yield* sql<{ id: string }>`
           INSERT INTO webhook_subscriptions (owner, url, secret_sealed, started_seq, last_delivered_seq)
@@ -66,11 +67,11 @@ layer(Live, { excludeTestServices: true })("Webhook sequence migration", (it) =>
         )
         const webhooks = yield* Effect.provide(
           Effect.gen(function* () {
-            return yield* Webhooks
+            return yield* WebhookSubscriptions
           }),
-          Webhooks.layer,
+          WebhookSubscriptions.layer,
         )
-        assert.strictEqual((yield* webhooks.get(sub!.id)).sequence, 5n, "the counter starts at the highest")
+        assert.strictEqual((yield* webhooks.get(sub!.id)).lastSequence, 5n, "the counter starts at the highest")
         const columns = yield* sql<{ name: string }>`
           SELECT column_name AS name FROM information_schema.columns WHERE table_name = 'webhook_drains'`
         assert.notInclude(

@@ -91,7 +91,7 @@ export interface Subscription {
   readonly startedSeq: bigint
   readonly lastDeliveredSeq: bigint
   /** The last `sequence` a delivery of the subscription took (numbers are taken when first sent). */
-  readonly sequence: bigint
+  readonly lastSequence: bigint
   readonly rateLimit: number | null
   /** Extra request headers, names in lower case. */
   readonly headers: Readonly<Record<string, string>>
@@ -167,7 +167,7 @@ const selectSubscriptions = (sql: SqlClient.SqlClient, where: Statement.Fragment
     sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
       SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
              s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
-             s.last_sequence AS sequence, s.rate_limit AS "rateLimit", s.headers,
+             s.last_sequence AS "lastSequence", s.rate_limit AS "rateLimit", s.headers,
              (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
                AS scope
       FROM webhook_subscriptions AS s WHERE ${where} ORDER BY s.id LIMIT ${limit}`,
@@ -192,8 +192,8 @@ export interface SubscriptionPage {
   readonly next: string | null
 }
 
-export class Webhooks extends Context.Service<
-  Webhooks,
+export class WebhookSubscriptions extends Context.Service<
+  WebhookSubscriptions,
   {
     readonly create: (
       input: NewSubscription,
@@ -223,9 +223,9 @@ export class Webhooks extends Context.Service<
     readonly rotateSecret: (id: string) => Effect.Effect<Redacted.Redacted<string>, SubscriptionNotFound | SqlError>
     readonly remove: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
   }
->()("bothy/Webhooks") {
+>()("bothy/WebhookSubscriptions") {
   static readonly layer = Layer.effect(
-    Webhooks,
+    WebhookSubscriptions,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const config = yield* WebhookConfig
@@ -234,7 +234,7 @@ export class Webhooks extends Context.Service<
       const found = (id: string, n: number) => (n === 0 ? Effect.fail(new SubscriptionNotFound({ id })) : Effect.void)
       const checkId = (id: string) => (isUuid(id) ? Effect.void : Effect.fail(new SubscriptionNotFound({ id })))
 
-      const create = Effect.fn("Webhooks.create")(function* (input: NewSubscription) {
+      const create = Effect.fn("WebhookSubscriptions.create")(function* (input: NewSubscription) {
         const valid = yield* Schema.decodeUnknownEffect(NewSubscription)(input).pipe(
           Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
         )
@@ -245,14 +245,14 @@ export class Webhooks extends Context.Service<
         return { id, secret }
       })
 
-      const get = Effect.fn("Webhooks.get")(function* (id: string) {
+      const get = Effect.fn("WebhookSubscriptions.get")(function* (id: string) {
         yield* checkId(id)
         const row = yield* selectSubscription(sql, id)
         if (row === undefined) return yield* new SubscriptionNotFound({ id })
         return row
       })
 
-      const list = Effect.fn("Webhooks.list")(function* (options: ListOptions) {
+      const list = Effect.fn("WebhookSubscriptions.list")(function* (options: ListOptions) {
         const where = sql.and([
           options.owner === undefined ? sql`true` : sql`s.owner = ${options.owner}`,
           options.state === undefined ? sql`true` : sql`s.state = ${options.state}`,
@@ -268,7 +268,7 @@ export class Webhooks extends Context.Service<
         return { subscriptions: page, next: rows.length > options.limit ? page.at(-1)!.id : null }
       })
 
-      const update = Effect.fn("Webhooks.update")(function* (id: string, patch: SubscriptionPatch) {
+      const update = Effect.fn("WebhookSubscriptions.update")(function* (id: string, patch: SubscriptionPatch) {
         yield* checkId(id)
         const valid = yield* Schema.decodeUnknownEffect(SubscriptionPatch)(patch).pipe(
           Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
@@ -278,19 +278,19 @@ export class Webhooks extends Context.Service<
         return yield* get(id)
       })
 
-      const disableOne = Effect.fn("Webhooks.disable")(function* (id: string) {
+      const disableOne = Effect.fn("WebhookSubscriptions.disable")(function* (id: string) {
         yield* get(id)
         yield* disable([id], "manual" satisfies DisabledCause).pipe(Effect.provideService(SqlClient.SqlClient, sql))
       })
 
-      const enable = Effect.fn("Webhooks.enable")(function* (id: string, options?: EnableOptions) {
+      const enable = Effect.fn("WebhookSubscriptions.enable")(function* (id: string, options?: EnableOptions) {
         yield* checkId(id)
         const resumed = yield* resume(id, options?.fromSeq).pipe(Effect.provideService(SqlClient.SqlClient, sql))
         if (resumed._tag === "NotFound") return yield* new SubscriptionNotFound({ id })
         return resumed
       })
 
-      const rotateSecret = Effect.fn("Webhooks.rotateSecret")(function* (id: string) {
+      const rotateSecret = Effect.fn("WebhookSubscriptions.rotateSecret")(function* (id: string) {
         yield* checkId(id)
         const secret = WebhookSecret.generate()
         const until = new Date((yield* Clock.currentTimeMillis) + Duration.toMillis(rotationOverlap))
@@ -304,7 +304,7 @@ export class Webhooks extends Context.Service<
       })
 
       // Disabled first, so no round adds deliveries while the history goes, batch by batch.
-      const remove = Effect.fn("Webhooks.remove")(function* (id: string) {
+      const remove = Effect.fn("WebhookSubscriptions.remove")(function* (id: string) {
         yield* get(id)
         yield* Effect.provideService(
           Effect.andThen(disable([id], "manual" satisfies DisabledCause), DeliveryHistory.removeAllOf(id)),
@@ -315,7 +315,7 @@ export class Webhooks extends Context.Service<
         yield* found(id, rows.length)
       })
 
-      return Webhooks.of({ create, get, list, update, disable: disableOne, enable, rotateSecret, remove })
+      return WebhookSubscriptions.of({ create, get, list, update, disable: disableOne, enable, rotateSecret, remove })
     }),
   )
 }

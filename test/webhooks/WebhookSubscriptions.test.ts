@@ -6,7 +6,7 @@ import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
-import { Webhooks } from "../../src/webhooks/Webhooks.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
@@ -50,9 +50,9 @@ const deliveries = (subscriptionId: string) =>
 const settled = (signals: TestWebhooks.Signals, subscriptionId: string) =>
   signals.until(Effect.map(deliveries(subscriptionId), (rows) => rows.every((d) => d.state !== "pending")))
 
-const subscription = (id: string) => Effect.flatMap(Webhooks, (w) => w.get(id))
+const subscription = (id: string) => Effect.flatMap(WebhookSubscriptions, (w) => w.get(id))
 
-layer(Live, { excludeTestServices: true })("Webhooks", (it) => {
+layer(Live, { excludeTestServices: true })("WebhookSubscriptions", (it) => {
   it.effect(
     "DeliveryRevokedRightIsDeadWithoutRequest: revoked between round and job; the deliveries behind go out",
     () =>
@@ -216,7 +216,7 @@ layer(Live, { excludeTestServices: true })("Webhooks", (it) => {
   it.effect("WebhookSecretRotationSignsWithBoth: during the overlap both secrets sign; after it only the new one", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
-      const webhooks = yield* Webhooks
+      const webhooks = yield* WebhookSubscriptions
       const signals = yield* TestWebhooks.signals
       const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
       const sub = yield* subscribe("owner-rot", receiver.url("/rotated"), ["rot-a"])
@@ -249,7 +249,7 @@ layer(Live, { excludeTestServices: true })("Webhooks", (it) => {
     "WebhooksUpdateChangesTargetFilterScopeAndOptions: one update changes them together; the next round follows it; a bad patch changes nothing",
     () =>
       Effect.gen(function* () {
-        const webhooks = yield* Webhooks
+        const webhooks = yield* WebhookSubscriptions
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
         for (const space of ["upd-a", "upd-b"]) yield* PermissionGrants.grant("owner-u", webhookDeliver, space)
         const { id } = yield* webhooks.create({
