@@ -107,13 +107,16 @@ const answeredFailed = (drain: Drain, run: Run, sent: Sent) =>
     return "next" as const
   })
 
-/** Sends `d` (reading the next deliveries alongside when `readsAlong`), then takes its answer. */
-const sendNext = (drain: Drain, run: Run, news: News, d: PendingDelivery) =>
+/** Sends `next` (reading the next deliveries alongside when `readsAlong`), then takes its answer. */
+const sendNext = (drain: Drain, run: Run, news: News, next: Checked) =>
   Effect.gen(function* () {
+    const d = next.delivery
     const readAlong = readsAlong(drain, run, news.fresh())
     const [sent] = yield* Effect.all(
       [
-        send(drain, run, d, d.sequence!),
+        // `send` fails only before its request leaves (a secret that does not open): the delivery
+        // goes back to the queue, so its number is given back and it is not taken for one in doubt.
+        send(drain, run, d, d.sequence!).pipe(Effect.tapError(() => Effect.sync(() => run.queue.unshift(next)))),
         readAlong
           ? Effect.map(readNext(drain, run, news, { seq: d.eventSeq, at: d.occurredAt }, false), (read) => {
               run.incoming = read
@@ -141,7 +144,7 @@ const takeNext = (drain: Drain, run: Run, news: News) =>
     run.queue.shift()
     run.after = d.eventSeq
     run.afterAt = d.occurredAt
-    if (d.sendable && next.allowed) return yield* sendNext(drain, run, news, d)
+    if (d.sendable && next.allowed) return yield* sendNext(drain, run, news, next)
     yield* recordAnswered(drain, run)
     if (d.sendable) yield* suppress(drain, run.subscriptionId, d, "permission")
     else yield* settle(drain, run, d)

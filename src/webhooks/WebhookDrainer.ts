@@ -54,7 +54,8 @@
  * A delivery takes its `sequence` when it is first sent and keeps it (see WebhookNumbering.ts for
  * why numbers a run gives back cannot have gone out). The one edge: a delivery numbered by an
  * earlier run that stopped without giving it back (a crash) keeps its number even when it turns
- * out suppressed now, since that request may have gone out; the receiver sees a gap there.
+ * out suppressed now, since that request may have gone out; the receiver sees a gap there, and the
+ * delivery's record shows that attempt with outcome unknown (`DeliveriesInDoubt`), never "not sent".
  *
  * A run whose job id holds the slot continues where it stopped (after a snooze, a retry, or a
  * rescue after a crash, the same job id runs again). A drainer never fails for good: on its last
@@ -70,6 +71,7 @@
  */
 import { Cause, Duration, Effect, Option } from "effect"
 import * as JobKind from "../jobs/JobKind.ts"
+import * as DeliveriesInDoubt from "./DeliveriesInDoubt.ts"
 import * as Drain from "./Drain.ts"
 import { DrainArgs, deliverKind } from "./DrainJob.ts"
 import * as DrainNews from "./DrainNews.ts"
@@ -97,6 +99,7 @@ export const makeWith = (options: Drain.DrainOptions = {}) =>
       if (owner === undefined) return
       if (!(yield* inFlight.enter(owner))) return yield* new JobKind.JobSnooze({ delay: WebhookInFlight.snooze() })
       yield* Effect.addFinalizer(() => inFlight.leave(owner))
+      yield* DeliveriesInDoubt.record(drain.sql, subscriptionId, 4 * drain.maxReadAhead)
       const state = yield* makeRun(drain, subscriptionId, job.id, job.attempt)
       const news = yield* listen(subscriptionId)
       // Whatever ends the run (a failed statement, a shutdown interrupting a request), the 2xx

@@ -5,7 +5,7 @@
  */
 import { Metric } from "effect"
 
-/** By `outcome`: delivered, failed, gone, suppressed. */
+/** By `outcome`: delivered, failed, gone, suppressed, unknown (a request a stopped worker may have sent). */
 export const attempts = Metric.counter("bothy.webhooks.attempts", {
   description: "webhook delivery attempts by outcome",
   incremental: true,
