@@ -4,7 +4,7 @@
  * them lets a delivery block the queue behind it for good. A failure keeps the slot through its
  * retry delay, so nothing after the failed delivery is sent meanwhile.
  */
-import { type Duration, Effect, Metric } from "effect"
+import { Duration, Effect, Metric } from "effect"
 import { type Drain, withSql } from "./Drain.ts"
 import { giveBackNumbers, type Run } from "./DrainRun.ts"
 import {
@@ -43,12 +43,20 @@ export const settle = (drain: Drain, run: Run, d: PendingDelivery) =>
     yield* suppress(drain, subscriptionId, d, "scope")
   })
 
+/** How logs name a subscription's endpoint: by origin only, since a URL's path may hold a secret. */
+export const targetOf = (subscriptionId: string, url: string) =>
+  `webhooks: subscription ${subscriptionId} (${URL.parse(url)?.origin ?? "bad URL"})`
+
+/** What a failed request got back, for a log line: the status, or the class of error. */
+const answerOf = ({ result }: Sent) =>
+  result.status !== undefined ? `answered ${result.status}` : `failed (${result.errorClass ?? "error"})`
+
 /**
  * Refusals and redirects are the target's configuration: the operator hears of them, once a
  * minute per subscription. Only the origin is named: a URL's path may hold a secret.
  */
 const warnAbout = (drain: Drain, subscriptionId: string, { delivery, result }: Sent) => {
-  const target = `webhooks: subscription ${subscriptionId} (${URL.parse(delivery.url)?.origin ?? "bad URL"})`
+  const target = targetOf(subscriptionId, delivery.url)
   return result.errorClass === "blocked_ip"
     ? drain.warn(
         subscriptionId,
@@ -110,5 +118,21 @@ export const failed = (
       Math.random,
       drain.config.retrySteps,
     )
+    // One line when the subscription starts failing (its recovery is `recovered`'s), not one a retry.
+    if (clockBefore.firstAt === null) {
+      yield* Effect.logWarning(
+        `${targetOf(subscriptionId, d.url)}: started failing, ${answerOf(sent)}; its deliveries wait, next try in ${Duration.format(delay)}`,
+      )
+    }
     return { _tag: "snooze", delay } satisfies Failed as Failed
   })
+
+/** The first 2xx of a subscription that was failing: one line, with how long it failed. */
+export const recovered = (subscriptionId: string, sent: Sent) => {
+  const since = sent.delivery.failingFirstAt
+  return since === null
+    ? Effect.void
+    : Effect.logWarning(
+        `${targetOf(subscriptionId, sent.delivery.url)}: recovered, delivered again after failing since ${since.toISOString()} (${Duration.format(Duration.millis(Math.max(0, sent.answered - since.getTime())))})`,
+      )
+}

@@ -9,7 +9,7 @@ import { Clock, Duration, Effect, Metric } from "effect"
 import * as JobKind from "../jobs/JobKind.ts"
 import type { Drain } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
-import { failed, settle } from "./DrainOutcome.ts"
+import { failed, recovered, settle } from "./DrainOutcome.ts"
 import * as DrainPace from "./DrainPace.ts"
 import { type Checked, flush, giveBackNumbers, type Run, readNext, recordAnswered, withUnrecorded } from "./DrainRun.ts"
 import * as DrainSlot from "./DrainSlot.ts"
@@ -85,6 +85,7 @@ const clockBefore = (run: Run, d: PendingDelivery): FailingClock =>
 /** A 2xx: kept for the next record; the failing clock counts as reset; what was read along is next. */
 const answeredOk = (run: Run, sent: Sent, readAlong: boolean) =>
   Effect.gen(function* () {
+    if (!run.succeeded) yield* recovered(run.subscriptionId, sent)
     run.succeeded = true
     run.unrecorded.push(sent)
     yield* attemptsBy("delivered")
