@@ -117,6 +117,12 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       success: S.RotatedSecret,
       error: NoSubscription,
     }),
+    /** Its pending deliveries resume now instead of at the end of the retry delay. */
+    HttpApiEndpoint.post("retry", "/:id/retry", {
+      params: idParam,
+      success: S.Retried,
+      error: NoSubscription,
+    }),
     HttpApiEndpoint.delete("remove", "/:id", { params: idParam, error: NoSubscription }),
   )
   .prefix("/v1/subscriptions")

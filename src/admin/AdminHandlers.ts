@@ -19,7 +19,7 @@ import * as AdminAccess from "./AdminAccess.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CurrentCaller } from "./AdminAuth.ts"
 import { InvalidRequest, PushOff } from "./AdminErrors.ts"
-import { defaultLimit } from "./AdminSchemas.ts"
+import { defaultLimit, retried } from "./AdminSchemas.ts"
 
 /** Failures no client can act on (the database, the permission store) become defects. */
 const unexpected = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
@@ -94,6 +94,9 @@ const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers)
           yield* own(params.id)
           return { secret: Redacted.value(yield* webhooks.rotateSecret(params.id)) }
         }).pipe(unexpected),
+      )
+      .handle("retry", ({ params }) =>
+        Effect.andThen(own(params.id), webhooks.retryNow(params.id)).pipe(Effect.map(retried), unexpected),
       )
       .handle("remove", ({ params }) => Effect.andThen(own(params.id), webhooks.remove(params.id)).pipe(unexpected))
   }),

@@ -8,6 +8,7 @@
  */
 import { Schema } from "effect"
 import { jobStates } from "../jobs/JobControl.ts"
+import type { RetryNow } from "../webhooks/SubscriptionRetry.ts"
 import { deliveryStates } from "../webhooks/WebhookDeliveries.ts"
 
 /** An int8 as a decimal string. */
@@ -56,6 +57,26 @@ export const RotatedSecret = Schema.Struct({
   /** The new secret, shown once; the old one keeps signing for 24 hours. */
   secret: Schema.String,
 }).annotate({ identifier: "RotatedSecret" })
+
+export const Retried = Schema.Struct({
+  /**
+   * `resumed`: the drainer runs now, from the delivery that failed; `running`: it runs already;
+   * `nothing_pending`: nothing waits; `disabled`: enable the subscription first.
+   */
+  outcome: Schema.Literals(["resumed", "running", "nothing_pending", "disabled"]),
+  /** The drain job (its id), when there is one. */
+  job: Schema.NullOr(Int8),
+  /** Deliveries waiting. */
+  pending: Schema.Int,
+}).annotate({ identifier: "Retried" })
+
+/** The answer to a retry, from what `WebhookSubscriptions.retryNow` did. */
+export const retried = (done: RetryNow): typeof Retried.Type =>
+  done._tag === "Resumed"
+    ? { outcome: "resumed", job: done.job, pending: done.pending }
+    : done._tag === "Running"
+      ? { outcome: "running", job: done.job, pending: done.pending }
+      : { outcome: done._tag === "Disabled" ? "disabled" : "nothing_pending", job: null, pending: 0 }
 
 export const Delivery = Schema.Struct({
   id: Int8,

@@ -264,6 +264,21 @@ const rotate = Command.make("rotate", { id: subscriptionId, json }, ({ id, json 
   }).pipe(withWebhooks),
 ).pipe(Command.withDescription("Rotate a subscription's signing secret; the new one is printed once"))
 
+const retry = Command.make("retry", { id: subscriptionId, json }, ({ id, json }) =>
+  Effect.gen(function* () {
+    const done = AdminSchemas.retried(yield* (yield* WebhookSubscriptions).retryNow(id))
+    yield* print(AdminSchemas.Retried, done, json, () =>
+      done.outcome === "resumed"
+        ? `subscription ${id}: its drainer (job ${done.job}) runs now; ${done.pending} deliveries resume in order`
+        : done.outcome === "running"
+          ? `subscription ${id}: its drainer (job ${done.job}) is running already; ${done.pending} deliveries pending`
+          : done.outcome === "disabled"
+            ? `subscription ${id} is disabled: enable it to send again`
+            : `subscription ${id}: nothing is pending`,
+    )
+  }).pipe(withWebhooks),
+).pipe(Command.withDescription("Resume a subscription's pending deliveries now instead of at its next retry"))
+
 const remove = Command.make("delete", { id: subscriptionId, json }, ({ id, json }) =>
   Effect.gen(function* () {
     yield* (yield* WebhookSubscriptions).remove(id)
@@ -273,7 +288,7 @@ const remove = Command.make("delete", { id: subscriptionId, json }, ({ id, json 
 
 export const subscriptions = Command.make("subscriptions").pipe(
   Command.withDescription("Webhook subscriptions"),
-  Command.withSubcommands([create, list, show, update, disable, enable, rotate, remove]),
+  Command.withSubcommands([create, list, show, update, disable, enable, rotate, retry, remove]),
 )
 
 const deliveryRows = (ds: ReadonlyArray<WebhookDeliveries.DeliveryRecord>) =>

@@ -34,6 +34,8 @@ import { isUuid } from "../platform/Uuid.ts"
 import * as DeliveryHistory from "./DeliveryHistory.ts"
 import { ExtraHeaders, normalize, RateLimit } from "./SubscriptionOptions.ts"
 import { type Resumed, resume, type SeqNotInLog } from "./SubscriptionResume.ts"
+import type { RetryNow } from "./SubscriptionRetry.ts"
+import * as SubscriptionRetry from "./SubscriptionRetry.ts"
 import { type DisabledCause, disable } from "./SubscriptionStates.ts"
 import { WebhookConfig } from "./WebhookConfig.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
@@ -222,6 +224,11 @@ export class WebhookSubscriptions extends Context.Service<
     ) => Effect.Effect<Exclude<Resumed, { readonly _tag: "NotFound" }>, SubscriptionNotFound | SeqNotInLog | SqlError>
     readonly rotateSecret: (id: string) => Effect.Effect<Redacted.Redacted<string>, SubscriptionNotFound | SqlError>
     readonly remove: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
+    /**
+     * Runs the subscription's drainer now rather than at the end of its retry delay: the pending
+     * deliveries resume in order, from the one that failed (`SubscriptionRetry`).
+     */
+    readonly retryNow: (id: string) => Effect.Effect<RetryNow, SubscriptionNotFound | SqlError>
   }
 >()("bothy/WebhookSubscriptions") {
   static readonly layer = Layer.effect(
@@ -315,7 +322,24 @@ export class WebhookSubscriptions extends Context.Service<
         yield* found(id, rows.length)
       })
 
-      return WebhookSubscriptions.of({ create, get, list, update, disable: disableOne, enable, rotateSecret, remove })
+      const retryNow = (id: string) =>
+        Effect.gen(function* () {
+          yield* checkId(id)
+          const done = yield* SubscriptionRetry.retryNow(id).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+          return done ?? (yield* new SubscriptionNotFound({ id }))
+        })
+
+      return WebhookSubscriptions.of({
+        create,
+        get,
+        list,
+        update,
+        disable: disableOne,
+        enable,
+        rotateSecret,
+        remove,
+        retryNow,
+      })
     }),
   )
 }
