@@ -1,6 +1,6 @@
 /**
  * The admin HTTP API as an `HttpApi`: its groups (subscriptions, deliveries, registrations,
- * consumers, jobs), each endpoint's path, inputs, answer and errors with their statuses. The
+ * consumers, jobs, access), each endpoint's path, inputs, answer and errors with their statuses. The
  * handlers are in `AdminHandlers`, the server in `AdminServer`; this module is what a client (or
  * the OpenAPI document at `/openapi.json`) is generated from.
  *
@@ -27,6 +27,7 @@ import { RegistrationNotFound } from "../push/PushRegistrations.ts"
 import { ResendRefused } from "../webhooks/DeliveryResend.ts"
 import { DeliveryNotFound, deliveryStates } from "../webhooks/WebhookDeliveries.ts"
 import { InvalidSubscription, SeqNotInLog, SubscriptionNotFound } from "../webhooks/WebhookSubscriptions.ts"
+import { AccessApi } from "./AccessApi.ts"
 import { AdminAuthorization } from "./AdminAuth.ts"
 import { InvalidRequest, NotPermitted, OperatorOnly, PushOff } from "./AdminErrors.ts"
 import * as S from "./AdminSchemas.ts"
@@ -233,6 +234,7 @@ export class AdminApi extends HttpApi.make("bothy-admin")
   .add(RegistrationsApi)
   .add(ConsumersApi)
   .add(JobsApi)
+  .add(AccessApi)
   .middleware(RequestErrors)
   .middleware(AdminAuthorization)
   .annotateMerge(

@@ -15,6 +15,7 @@ import * as PushRegistrations from "../push/PushRegistrations.ts"
 import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
 import * as WebhookDeliveries from "../webhooks/WebhookDeliveries.ts"
 import { SubscriptionNotFound, WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
+import { access } from "./AccessHandlers.ts"
 import * as AdminAccess from "./AdminAccess.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CurrentCaller } from "./AdminAuth.ts"
@@ -259,4 +260,4 @@ const jobs = HttpApiBuilder.group(AdminApi, "jobs", (handlers) =>
  * Every group's handlers; they need `WebhookSubscriptions`, `Permissions`, the pool, and
  * `PushConfig` if push is on.
  */
-export const layer = Layer.mergeAll(subscriptions, deliveries, registrations, consumers, jobs)
+export const layer = Layer.mergeAll(subscriptions, deliveries, registrations, consumers, jobs, access)

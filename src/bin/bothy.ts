@@ -21,6 +21,7 @@ import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import * as PushConfig from "../push/PushConfig.ts"
 import * as PushVapid from "../push/PushVapid.ts"
+import * as AccessCommands from "./AccessCommands.ts"
 import * as AdminCommands from "./AdminCommands.ts"
 import * as OpsCommands from "./OpsCommands.ts"
 import * as StartCommand from "./StartCommand.ts"
@@ -96,6 +97,9 @@ const restore = Command.make("restore").pipe(
   Command.withSubcommands([restoreFinalize]),
 )
 
+/** The package's version; the packaging test holds it equal to package.json's. */
+export const version = "0.2.0"
+
 const bothy = Command.make("bothy").pipe(
   Command.withDescription("bothy: a PostgreSQL event log whose consumers turn events into deliveries exactly once"),
   Command.withSubcommands([
@@ -107,6 +111,7 @@ const bothy = Command.make("bothy").pipe(
     OpsCommands.status,
     OpsCommands.alerts,
     ...AdminCommands.all,
+    ...AccessCommands.all,
   ]),
 )
 
@@ -122,7 +127,7 @@ const report = (cause: Cause.Cause<unknown>) => {
 
 Effect.gen(function* () {
   const level = yield* logLevel
-  yield* Command.run(bothy, { version: "0.1.0" }).pipe(Effect.provideService(References.MinimumLogLevel, level))
+  yield* Command.run(bothy, { version }).pipe(Effect.provideService(References.MinimumLogLevel, level))
 }).pipe(
   Effect.tapCause(report),
   // Empty variables are kept, so that a set-but-empty one is refused rather than read as unset.

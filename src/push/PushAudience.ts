@@ -62,11 +62,17 @@ const membersSql = (sql: SqlClient.SqlClient) => sql`
     )`
 
 /** The default audience, from `space_members` and `notification_preferences`. */
+/** The audiences this layer made, so `isModel` recognises them. */
+const made = new WeakSet<object>()
+
+/** Whether `audience` is the default model's (a host's own `PushAudience` is not). */
+export const isModel = (audience: PushAudienceShape): boolean => made.has(audience)
+
 export const layer = Layer.effect(
   PushAudience,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    return PushAudience.of({
+    const audience = PushAudience.of({
       recipients: (events) =>
         sql<Recipient>`
           WITH ev AS (
@@ -87,6 +93,8 @@ export const layer = Layer.effect(
         ),
       inSql: membersSql,
     })
+    made.add(audience)
+    return audience
   }),
 )
 
@@ -113,4 +121,52 @@ export const mute = Effect.fn("PushAudience.mute")(function* (
   yield* sql`
     INSERT INTO notification_preferences (principal, space_id, event_type)
     VALUES (${principal}, ${what.space ?? null}, ${what.type ?? null}) ON CONFLICT DO NOTHING`
+})
+
+/** Lifts a mute `mute` made (the same space and type, either absent). */
+export const unmute = Effect.fn("PushAudience.unmute")(function* (
+  principal: string,
+  what: { readonly space?: string | undefined; readonly type?: string | undefined },
+) {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`
+    DELETE FROM notification_preferences
+    WHERE principal = ${principal} AND space_id IS NOT DISTINCT FROM ${what.space ?? null}
+      AND event_type IS NOT DISTINCT FROM ${what.type ?? null}`
+})
+
+export interface Member {
+  readonly space: string
+  readonly principal: string
+}
+
+/** The members, of one space or of spaces one principal joined when asked, in (space, principal) order. */
+export const members = Effect.fn("PushAudience.members")(function* (
+  filter: { readonly space?: string | undefined; readonly principal?: string | undefined },
+  limit: number,
+) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<Member>`
+    SELECT space_id AS space, principal FROM space_members
+    WHERE ${filter.space === undefined ? sql`true` : sql`space_id = ${filter.space}`}
+      AND ${filter.principal === undefined ? sql`true` : sql`principal = ${filter.principal}`}
+    ORDER BY space_id, principal LIMIT ${limit}`
+})
+
+export interface Mute {
+  readonly principal: string
+  readonly space: string | null
+  readonly type: string | null
+}
+
+/** One principal's mutes (or everyone's), in (principal, space, type) order. */
+export const mutes = Effect.fn("PushAudience.mutes")(function* (
+  filter: { readonly principal?: string | undefined },
+  limit: number,
+) {
+  const sql = yield* SqlClient.SqlClient
+  return yield* sql<Mute>`
+    SELECT principal, space_id AS space, event_type AS type FROM notification_preferences
+    WHERE ${filter.principal === undefined ? sql`true` : sql`principal = ${filter.principal}`}
+    ORDER BY principal, space_id NULLS FIRST, event_type NULLS FIRST LIMIT ${limit}`
 })

@@ -226,6 +226,10 @@ const installAndRun = (
     })
     assert.include(help.stdout, "USAGE")
     assert.include(help.stdout, "migrate")
+    const shown = yield* run(`bothy --version (${variant})`, join(app, "node_modules", ".bin", "bothy"), ["--version"], {
+      cwd: app,
+    })
+    assert.include(shown.stdout, pkg.version)
   })
 
 /** What the tarball may hold: the built code and declarations, and four files at its root. */
