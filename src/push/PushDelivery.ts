@@ -64,9 +64,11 @@ export const sendLimits: Partial<OutboundSender.SendLimits> = {
   maxResponseBytes: 2000,
 }
 
-const count = (outcome: string) => Metric.update(Metric.withAttributes(PushMetrics.deliveries, { outcome }), 1)
+type Outcome = (typeof PushMetrics.deliveryOutcomes)[number]
 
-const dead = (outcome: string, reason: string) =>
+const count = (outcome: Outcome) => Metric.update(Metric.withAttributes(PushMetrics.deliveries, { outcome }), 1)
+
+const dead = (outcome: Outcome, reason: string) =>
   Effect.andThen(count(outcome), Effect.fail(new JobKind.JobCancel({ reason })))
 
 /**
@@ -75,6 +77,7 @@ const dead = (outcome: string, reason: string) =>
  * prices that reuse against.
  */
 export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?: PushVapid.TokenCacheOptions } = {}) {
+  yield* PushMetrics.atZero
   const config = yield* PushConfig
   const permissions = yield* Permissions
   const sql = yield* SqlClient.SqlClient
