@@ -5,7 +5,7 @@
  * (aes128gcm) with that browser's keys, or it is recorded as a rejection (and fails the verdict);
  * the checks are the push benchmark's service's (`bench/plumbing/BenchPushService.ts`).
  *
- * Each message that passes is recorded compactly (registration, the envelope's `id`, answer, time).
+ * Each message that passes is recorded compactly (registration, the envelope's `event`, answer, time).
  * Faults are scripted per registration: the next messages get 500, 429 with `Retry-After`, or hang
  * (no answer until the run ends; the sender gives up on its own); a `gone` registration gets 410
  * for good. Everything else gets 201, and so does a message right after a failed one.
@@ -18,7 +18,7 @@ export type Answer = 500 | 429 | "hang"
 
 export interface Arrival {
   readonly registration: string
-  /** The envelope's `id`, `<epoch>.<seq>`. */
+  /** The envelope's `event`, `<epoch>.<seq>` (its `id` is the message's key, per registration). */
   readonly id: string
   readonly space: string
   /** What was answered; 0 for a hang. */
@@ -60,7 +60,7 @@ export const start = (applicationServerKey: string) =>
       if (request.headers["content-encoding"] !== "aes128gcm") return refuse(400, "not aes128gcm")
       const plaintext = decrypt(body, browser)
       if (typeof plaintext === "string") return refuse(400, plaintext)
-      const envelope = JSON.parse(plaintext.toString("utf8")) as { readonly id: string; readonly space: string }
+      const envelope = JSON.parse(plaintext.toString("utf8")) as { readonly event: string; readonly space: string }
       const answer = gone.has(registration)
         ? 410
         : failedLast.has(registration)
@@ -70,7 +70,7 @@ export const start = (applicationServerKey: string) =>
       else failedLast.add(registration)
       arrivals.push({
         registration,
-        id: envelope.id,
+        id: envelope.event,
         space: envelope.space,
         status: answer === "hang" ? 0 : answer,
         at,

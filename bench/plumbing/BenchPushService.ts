@@ -5,7 +5,7 @@
  * benchmark's application server key, for this origin (`aud`), not expired and at most 24 h ahead;
  * `Content-Encoding: aes128gcm` and a `TTL`; and the body must decrypt (RFC 8291) with the private
  * key and auth secret of the subscription its path names, generated here as a browser would, to an
- * envelope whose `id` names the event. Passed: 201. Failed: 401 (VAPID) or 400, and a rejection.
+ * envelope whose `event` names the event. Passed: 201. Failed: 401 (VAPID) or 400, and a rejection.
  *
  *   main ──{ subscribe: n }──> thread: n browsers (P-256 key pair, 16 auth bytes) ──json──> main
  *   push request ──headers arrive: stamp──> checks ──> 201 ──arrival (subscription, seq, stamp)──> main
@@ -240,7 +240,7 @@ export const checkClaims = (
   return undefined
 }
 
-/** The event seq the envelope names (`id` is "epoch.seq"), or a reason. */
+/** The event seq the envelope names (`event` is "epoch.seq"), or a reason. */
 const seqOf = (plaintext: Buffer): number | string => {
   let envelope: unknown
   try {
@@ -248,9 +248,9 @@ const seqOf = (plaintext: Buffer): number | string => {
   } catch {
     return "plaintext is not UTF-8 JSON"
   }
-  const id = isRecord(envelope) ? envelope.id : undefined
-  const match = typeof id === "string" ? /^\d+\.(\d+)$/.exec(id) : null
-  return match === null ? "envelope has no id epoch.seq" : Number(match[1])
+  const event = isRecord(envelope) ? envelope.event : undefined
+  const match = typeof event === "string" ? /^\d+\.(\d+)$/.exec(event) : null
+  return match === null ? "envelope has no event epoch.seq" : Number(match[1])
 }
 
 // ---- the thread ----------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import { Effect } from "effect"
 import { EventLog } from "../../src/log/EventLog.ts"
 import type { PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushEnvelope from "../../src/push/PushEnvelope.ts"
+import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushRequest from "../../src/push/PushRequest.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
 import type { BenchPushService, Subscription } from "./BenchPushService.ts"
@@ -202,7 +203,9 @@ export const pieces = (push: PushSettings, subscription: Subscription, calls: nu
         return round3((cpuMicros() - t0) / calls)
       })
     const authorization = yield* tokens.authorization(origin)
+    const key = PushMessageKey.make(1, "1", 123_456n)
     const payload = PushEnvelope.body({
+      key,
       type: "burst.posted",
       space,
       epoch: 1,
@@ -217,7 +220,7 @@ export const pieces = (push: PushSettings, subscription: Subscription, calls: nu
       payload,
       ttlSeconds: 86_400,
       urgency: "normal",
-      topic: PushRequest.topicOf(space, "burst.posted"),
+      topic: PushMessageKey.topic(key),
       authorization,
     })
     return {

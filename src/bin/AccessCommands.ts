@@ -28,7 +28,9 @@ const optional = <A>(flag: Flag.Flag<A>, description: string) =>
 const eventType = Flag.String("type")
 
 const lines = <A>(rows: ReadonlyArray<A>, asJson: boolean, line: (row: A) => string) =>
-  Console.log(asJson ? JSON.stringify({ items: rows }, null, 2) : rows.length === 0 ? "none" : rows.map(line).join("\n"))
+  Console.log(
+    asJson ? JSON.stringify({ items: rows }, null, 2) : rows.length === 0 ? "none" : rows.map(line).join("\n"),
+  )
 
 const grants = Command.make("grants").pipe(
   Command.withDescription("Rights of the default Permissions model: who may receive what on which space"),

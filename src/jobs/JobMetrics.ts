@@ -2,7 +2,7 @@
  * The job runtime's metric names, each defined once. On the wire (`ops/MetricsEndpoint`) dots
  * become underscores and counters end in `_total`; durations are in seconds.
  */
-import { Metric } from "effect"
+import { Effect, Metric } from "effect"
 
 /** Rows an insert skipped because their unique key already existed (a duplicate the key caught). */
 export const insertSuppressed = Metric.counter("bothy.jobs.insert.suppressed", {
@@ -61,3 +61,29 @@ export const startToFinish = Metric.histogram("bothy.jobs.start_to_finish_second
   description: "seconds from the start of an attempt to its outcome",
   boundaries: latencyBoundaries,
 })
+
+/** The counters by `kind` (`attempts` above), in the order `atZero` writes them. */
+const byKind = [claimed, completed, retried, discarded, cancelled, snoozed]
+
+/** The counters without labels the worker owns. */
+const unlabelled = [stale, rescued, fenced, outcomePlaceholders, outcomesLost]
+
+/**
+ * Every job-runtime series of a worker that runs `kinds` on `queues`, at 0 (histograms with no
+ * observation), so that its first scrape holds them: `rate()`, `increase()` and an alert on a
+ * counter see its first event instead of a series appearing with it. Writing 0 to a counter adds
+ * nothing to one that has moved already.
+ */
+export const atZero = (kinds: ReadonlyArray<string>, queues: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    yield* Effect.forEach(unlabelled, (counter) => Metric.update(counter, 0), { discard: true })
+    for (const kind of kinds) {
+      yield* Effect.forEach(byKind, (counter) => Metric.update(Metric.withAttributes(counter, { kind }), 0), {
+        discard: true,
+      })
+      yield* Metric.value(Metric.withAttributes(insertToStart, { kind }))
+      yield* Metric.value(Metric.withAttributes(startToFinish, { kind }))
+    }
+    // Sampled by the worker's maintenance soon after; 0 until then rather than absent.
+    for (const queue of queues) yield* Metric.update(Metric.withAttributes(queueDepth, { queue }), 0)
+  })

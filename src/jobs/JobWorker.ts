@@ -53,6 +53,7 @@ import * as JobFetcher from "./JobFetcher.ts"
 import type { JobKind } from "./JobKind.ts"
 import * as JobLease from "./JobLease.ts"
 import * as JobMaintenance from "./JobMaintenance.ts"
+import * as JobMetrics from "./JobMetrics.ts"
 import * as JobsInHand from "./JobsInHand.ts"
 import * as JobWatchdog from "./JobWatchdog.ts"
 
@@ -86,6 +87,8 @@ export class JobWorker extends Context.Service<
   JobWorker,
   {
     readonly id: string
+    /** The kinds of job this worker runs. */
+    readonly kinds: ReadonlyArray<string>
     /** Jobs running in this worker now. */
     readonly running: Effect.Effect<number>
   }
@@ -144,6 +147,11 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         pollInterval: options.pollInterval ?? Duration.seconds(1),
       }
       const queues = Object.entries(options.queues ?? { default: { concurrency: 10 } })
+      const kinds = options.kinds.map((k) => k.kind)
+      yield* JobMetrics.atZero(
+        kinds,
+        queues.map(([queue]) => queue),
+      )
       const fetchers = yield* Effect.forEach(queues, ([queue, q]) => JobFetcher.make(queue, q, context))
       const maintenance = JobMaintenance.tasks({
         workerId: id,
@@ -163,6 +171,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
 
       return JobWorker.of({
         id,
+        kinds,
         running: Effect.sync(() => fetchers.reduce((n, f) => n + f.running(), 0)),
       })
     }),

@@ -145,6 +145,8 @@ export class Jobs extends Context.Service<
     Jobs,
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
+      // At 0 from the start, so that a scrape holds it before any insert was a duplicate.
+      yield* Metric.update(JobMetrics.insertSuppressed, 0)
 
       const insert = Effect.fn("Jobs.insert")(function* (jobs: ReadonlyArray<JobInsert>, options?: InsertOptions) {
         const alongside = options?.alongside

@@ -6,10 +6,16 @@
  * push registrations and the partition runway.
  *
  * A group that leaves the result (the last running job of a kind finished) is set to 0 rather
- * than left at its last value: a gauge that stops changing would lie.
+ * than left at its last value: a gauge that stops changing would lie. Groups that are not in the
+ * result yet are 0 from the first sample, for every value of their bounded labels: jobs by every
+ * state for each kind the database holds or this process's `JobWorker` runs, subscriptions by
+ * every state and cause.
  */
-import { Clock, Duration, Effect, Layer, Metric } from "effect"
+import { Clock, Duration, Effect, Layer, Metric, Option } from "effect"
 import * as ConsumerMetrics from "../consumer/ConsumerMetrics.ts"
+import { jobStates } from "../jobs/JobControl.ts"
+import { JobWorker } from "../jobs/JobWorker.ts"
+import * as WebhookMetrics from "../webhooks/WebhookMetrics.ts"
 import * as OpsMetrics from "./OpsMetrics.ts"
 import * as Status from "./Status.ts"
 
@@ -37,7 +43,13 @@ const seen = () => {
   }
 }
 
-const sampler = () => {
+/** Every (state, cause) a subscription can be in: active ones have cause `none`. */
+const subscriptionGroups = [
+  { state: "active", cause: "none" },
+  ...WebhookMetrics.disabledCauses.map((cause) => ({ state: "disabled", cause })),
+]
+
+const sampler = (knownKinds: ReadonlyArray<string>) => {
   const gauges = seen()
   return Effect.gen(function* () {
     const status = yield* Status.read()
@@ -45,13 +57,15 @@ const sampler = () => {
       yield* gauges.set(ConsumerMetrics.lag, { consumer: c.name }, c.lag)
       yield* gauges.set(ConsumerMetrics.pendingAge, { consumer: c.name }, c.pendingAgeSeconds)
     }
-    for (const kind of new Set(status.jobs.map((j) => j.kind))) {
+    for (const kind of new Set([...knownKinds, ...status.jobs.map((j) => j.kind)])) {
       yield* gauges.set(OpsMetrics.oldestRunning, { kind }, 0)
+      for (const state of jobStates) yield* gauges.set(OpsMetrics.jobs, { state, kind }, 0)
     }
     for (const j of status.jobs) {
       yield* gauges.set(OpsMetrics.jobs, { state: j.state, kind: j.kind }, j.count)
       if (j.state === "running") yield* gauges.set(OpsMetrics.oldestRunning, { kind: j.kind }, j.oldestSeconds)
     }
+    for (const group of subscriptionGroups) yield* gauges.set(OpsMetrics.subscriptions, group, 0)
     for (const s of status.subscriptions) {
       yield* gauges.set(OpsMetrics.subscriptions, { state: s.state, cause: s.cause ?? "none" }, s.count)
     }
@@ -72,7 +86,9 @@ export interface DatabaseGaugesOptions {
 export const layer = (options: DatabaseGaugesOptions = {}) =>
   Layer.effectDiscard(
     Effect.gen(function* () {
-      const sample = sampler().pipe(
+      const worker = yield* Effect.serviceOption(JobWorker)
+      const kinds = Option.match(worker, { onNone: () => [], onSome: (w) => w.kinds })
+      const sample = sampler(kinds).pipe(
         Effect.catchCause((cause) => Effect.logWarning("ops: reading the database gauges failed", cause)),
       )
       yield* sample

@@ -11,7 +11,9 @@
  *   `Retry-After`; 5xx or network ──> fail (retried by `PushSchedule`); dead ──> cancelled, counted
  *
  * The TTL header is what is left of the TTL since the event's commit, so a retried message never
- * outlives the first one's deadline.
+ * outlives the first one's deadline. Every attempt carries the message's idempotency key
+ * (`PushMessageKey`: the `Topic` header, the envelope's `id` and `tag`), so a copy sent again after
+ * a worker died mid-send (its lease lapsed, the job was rescued) is one a device can drop.
  */
 import { Clock, Duration, Effect, Metric, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -24,9 +26,9 @@ import { defaults, PushConfig } from "./PushConfig.ts"
 import * as PushEncryption from "./PushEncryption.ts"
 import * as PushEnvelope from "./PushEnvelope.ts"
 import { DeliverArgs, deliverKind } from "./PushJob.ts"
+import * as PushMessageKey from "./PushMessageKey.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import * as PushOutcome from "./PushOutcome.ts"
-import * as PushRequest from "./PushRequest.ts"
 import * as PushSchedule from "./PushSchedule.ts"
 import * as PushVapid from "./PushVapid.ts"
 
@@ -62,9 +64,11 @@ export const sendLimits: Partial<OutboundSender.SendLimits> = {
   maxResponseBytes: 2000,
 }
 
-const count = (outcome: string) => Metric.update(Metric.withAttributes(PushMetrics.deliveries, { outcome }), 1)
+type Outcome = (typeof PushMetrics.deliveryOutcomes)[number]
 
-const dead = (outcome: string, reason: string) =>
+const count = (outcome: Outcome) => Metric.update(Metric.withAttributes(PushMetrics.deliveries, { outcome }), 1)
+
+const dead = (outcome: Outcome, reason: string) =>
   Effect.andThen(count(outcome), Effect.fail(new JobKind.JobCancel({ reason })))
 
 /**
@@ -73,6 +77,7 @@ const dead = (outcome: string, reason: string) =>
  * prices that reuse against.
  */
 export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?: PushVapid.TokenCacheOptions } = {}) {
+  yield* PushMetrics.atZero
   const config = yield* PushConfig
   const permissions = yield* Permissions
   const sql = yield* SqlClient.SqlClient
@@ -121,7 +126,9 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
     if (!allowed) return yield* dead("denied", `${t.principal} lacks ${pushDeliver} on space ${t.space}`)
 
     const endpoint = t.endpoint!
+    const key = PushMessageKey.make(t.epoch, args.registration, BigInt(args.seq))
     const payload = PushEnvelope.body({
+      key,
       type: t.type,
       space: t.space,
       epoch: t.epoch,
@@ -137,7 +144,7 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
         payload,
         ttlSeconds: Math.ceil(left / 1000),
         urgency: "normal",
-        topic: PushRequest.topicOf(t.space, t.type),
+        topic: PushMessageKey.topic(key),
         authorization: yield* tokens.authorization(new URL(endpoint).origin),
       })
       .pipe(Effect.catchTag("PushPayloadTooLarge", (e) => dead("payload_too_large", e.message)))

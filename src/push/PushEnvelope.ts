@@ -1,9 +1,15 @@
 /**
  * What a browser's service worker gets for one event: a compact JSON envelope (`version`, `type`,
- * `space`, `id`, `timestamp`, and a `summary` when the event's payload has a string `summary`), at
- * most `maxBytes` of UTF-8. The client fetches the details under its own rights, so nothing else of
- * the payload travels through the push service. `id` is the event's epoch and seq (`"1.42"`): it
- * never repeats across restores.
+ * `space`, `id`, `tag`, `event`, `timestamp`, and a `summary` when the event's payload has a string
+ * `summary`), at most `maxBytes` of UTF-8. The client fetches the details under its own rights, so
+ * nothing else of the payload travels through the push service.
+ *
+ * - `id` and `tag` are the message's idempotency key (`PushMessageKey`): the same on every re-send
+ *   of this event to this registration. A service worker passes `tag` to `showNotification`, so a
+ *   repeat replaces the notification rather than adding one, or drops an `id` it saw lately.
+ * - `event` is the event's epoch and seq (`"1.42"`): it never repeats across restores.
+ *
+ * Version 2: in version 1, `id` was the event's id and there was no `tag`.
  *
  * The envelope always fits: its other fields are at most a few hundred bytes (types and spaces are
  * capped at 200 characters), and the summary is cut, on a character boundary, to what is left.
@@ -11,6 +17,8 @@
 export const maxBytes = 3000
 
 export interface EnvelopeInput {
+  /** The message's idempotency key (`PushMessageKey.make`). */
+  readonly key: string
   readonly type: string
   readonly space: string
   readonly epoch: number
@@ -19,14 +27,19 @@ export interface EnvelopeInput {
   readonly summary: string | null
 }
 
+/** The envelope's format; 2 since `id` is the message's key and `event` the event's id. */
+export const version = 2
+
 export const eventId = (epoch: number, seq: bigint) => `${epoch}.${seq}`
 
 const json = (input: EnvelopeInput, summary: string | undefined) =>
   JSON.stringify({
-    version: 1,
+    version,
     type: input.type,
     space: input.space,
-    id: eventId(input.epoch, input.seq),
+    id: input.key,
+    tag: input.key,
+    event: eventId(input.epoch, input.seq),
     timestamp: input.occurredAt.toISOString(),
     ...(summary === undefined ? {} : { summary }),
   })

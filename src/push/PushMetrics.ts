@@ -1,5 +1,5 @@
 /** Push metric names, each defined once. */
-import { Metric } from "effect"
+import { Effect, Metric } from "effect"
 
 /**
  * By `outcome`: delivered, gone (404/410: the registration was removed), unregistered (removed
@@ -29,4 +29,34 @@ export const handoffLatency = Metric.histogram("bothy.push.handoff_latency_secon
 export const eventsLost = Metric.counter("bothy.push.events_lost", {
   description: "events that left the log before their push notifications were made (never replayed)",
   incremental: true,
+})
+
+/** The values of `deliveries`' `outcome` label. */
+export const deliveryOutcomes = [
+  "delivered",
+  "gone",
+  "unregistered",
+  "payload_too_large",
+  "config_error",
+  "rejected",
+  "denied",
+  "expired",
+  "retried",
+  "throttled",
+  "blocked",
+] as const
+
+/** The values of `registrationsRemoved`' `cause` label. */
+export const removalCauses = ["gone", "stale"] as const
+
+/**
+ * Every push series at 0 (the histogram with no observation), each counter with every value of its
+ * label, so that a worker running push holds them in its first scrape, before any message was sent
+ * or any registration removed.
+ */
+export const atZero = Effect.gen(function* () {
+  for (const outcome of deliveryOutcomes) yield* Metric.update(Metric.withAttributes(deliveries, { outcome }), 0)
+  for (const cause of removalCauses) yield* Metric.update(Metric.withAttributes(registrationsRemoved, { cause }), 0)
+  yield* Metric.update(eventsLost, 0)
+  yield* Metric.value(handoffLatency)
 })

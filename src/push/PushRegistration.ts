@@ -1,15 +1,15 @@
 /**
  * A browser's push subscription, as `PushSubscription.toJSON()` gives it, checked before it is
- * stored. The endpoint comes from a browser, so it is attacker-controlled: it must pass the outbound
- * target policy (https, and no private, loopback or metadata address for the host now;
- * `CheckedDialer` checks the address actually dialed again at send time) and the operator's list of
- * push-service host patterns. The keys are what RFC 8291 encryption needs: `p256dh`, an
+ * stored. The endpoint comes from a browser, so it is attacker-controlled: it must name a host of
+ * the operator's list of push-service host patterns, checked before any DNS lookup, and pass the
+ * outbound target policy (https, and no private, loopback or metadata address for the host now;
+ * `CheckedDialer` checks the address actually dialed again at send time). The keys are what RFC 8291 encryption needs: `p256dh`, an
  * uncompressed P-256 point on the curve (65 bytes, `0x04` first), and `auth`, 16 bytes, both
  * base64url as browsers send them.
  */
 import { ECDH } from "node:crypto"
 import { Effect, Schema } from "effect"
-import { type TargetPolicy, validateUrl } from "../outbound/OutboundTarget.ts"
+import { parseTarget, type TargetPolicy, type UnsafeWebhookTarget, validateUrl } from "../outbound/OutboundTarget.ts"
 import { firstIssue } from "../platform/FieldIssue.ts"
 import { storableCheck } from "../platform/StorableText.ts"
 
@@ -97,8 +97,12 @@ const checkAuth = (text: string) => {
 }
 
 /**
- * Checks a `PushSubscription.toJSON()` value: its shape, the endpoint (target policy, then host
- * patterns) and the keys. Resolves the endpoint's host once, as `validateUrl` does for webhooks.
+ * Checks a `PushSubscription.toJSON()` value: its shape, the endpoint and the keys. The endpoint is
+ * judged in the order that asks DNS nothing about a host the operator did not allow: first what
+ * needs no lookup (`parseTarget`: https, no credentials, no blocked IP literal), then the host
+ * patterns (`push.hosts`), and only for an allowed host the lookup of every address it resolves to
+ * (`validateUrl`, as for webhooks). Resolving first would let any client make the server look up
+ * any name it likes (a DNS beacon, or a probe of the internal resolver).
  */
 export const check = Effect.fn("PushRegistration.check")(function* (
   input: unknown,
@@ -108,14 +112,13 @@ export const check = Effect.fn("PushRegistration.check")(function* (
   const json = yield* Schema.decodeUnknownEffect(PushSubscriptionJson)(input).pipe(
     Effect.mapError((e) => new InvalidPushRegistration({ ...firstIssue(e), reason: "BadShape" })),
   )
-  const url = yield* validateUrl(json.endpoint, policy).pipe(
-    Effect.mapError(
-      (e) => new InvalidPushRegistration({ field: "endpoint", reason: "UnsafeEndpoint", detail: e.detail }),
-    ),
-  )
-  if (!hostAllowed(url.hostname, hostPatterns)) {
-    return yield* refuse("endpoint", "HostNotAllowed", `${url.hostname} matches none of ${hostPatterns.join(", ")}`)
+  const unsafe = (e: UnsafeWebhookTarget) =>
+    new InvalidPushRegistration({ field: "endpoint", reason: "UnsafeEndpoint", detail: e.detail })
+  const parsed = yield* Effect.fromResult(parseTarget(json.endpoint, policy)).pipe(Effect.mapError(unsafe))
+  if (!hostAllowed(parsed.hostname, hostPatterns)) {
+    return yield* refuse("endpoint", "HostNotAllowed", `${parsed.hostname} matches none of ${hostPatterns.join(", ")}`)
   }
+  const url = yield* validateUrl(json.endpoint, policy).pipe(Effect.mapError(unsafe))
   const p256dh = yield* checkP256dh(json.keys.p256dh)
   const auth = yield* checkAuth(json.keys.auth)
   return { endpoint: url, p256dh, auth } satisfies PushRegistration

@@ -10,7 +10,6 @@
  * - A plaintext above `maxPlaintextBytes` is refused with `PushPayloadTooLarge` before anything
  *   is encrypted.
  */
-import { createHash } from "node:crypto"
 import { Effect, Schema } from "effect"
 import webpush from "web-push"
 import type { SendRequest } from "../outbound/OutboundSender.ts"
@@ -45,7 +44,10 @@ export interface PushRequestInput {
   /** How long the push service keeps an undelivered message; whole seconds, 0 for "now or never". */
   readonly ttlSeconds: number
   readonly urgency: Urgency
-  /** From `topicOf`: a newer message with the same topic replaces an undelivered older one. */
+  /**
+   * From `PushMessageKey.topic`: the push service replaces an undelivered message with a newer one
+   * of the same topic, so a re-sent copy of one message replaces the first.
+   */
   readonly topic: string | undefined
   /** The `Authorization` header value, from `PushVapid.makeTokenCache`. */
   readonly authorization: string
@@ -57,7 +59,7 @@ const base64urlOf = (key: string | Uint8Array) =>
 /**
  * The request for one push message, or why it cannot be sent; plain, so that a thread of
  * `PushEncryption` runs it without an Effect runtime. The keys are those a registration was
- * checked with (`PushRegistration.check`) and the topic one `topicOf` made: web-push throws on
+ * checked with (`PushRegistration.check`) and the topic one `PushMessageKey.topic` made: web-push throws on
  * anything else, which is a defect, not a failure.
  */
 export const requestOf = (input: PushRequestInput): SendRequest | PushPayloadTooLarge => {
@@ -91,11 +93,3 @@ export const build = Effect.fn("PushRequest.build")(function* (input: PushReques
   const request = yield* Effect.try({ try: () => requestOf(input), catch: (error) => error }).pipe(Effect.orDie)
   return request instanceof PushPayloadTooLarge ? yield* request : request
 })
-
-/**
- * The RFC 8030 `Topic` for events of `type` in `space`: 32 characters of the URL-safe base64
- * alphabet (the most a topic may have), the same for the same pair on every node. The pair is
- * hashed, so neither is readable by the push service.
- */
-export const topicOf = (space: string, type: string): string =>
-  createHash("sha256").update(`${space}\0${type}`, "utf8").digest().subarray(0, 24).toString("base64url")

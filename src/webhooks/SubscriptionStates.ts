@@ -10,7 +10,7 @@ import { Effect, Metric } from "effect"
 import { SqlClient } from "effect/sql"
 import * as WebhookMetrics from "./WebhookMetrics.ts"
 
-export type DisabledCause = "gap" | "gone" | "failing" | "manual"
+export type DisabledCause = (typeof WebhookMetrics.disabledCauses)[number]
 
 const disabledCount = (cause: DisabledCause, n: number) =>
   n > 0 ? Metric.update(Metric.withAttributes(WebhookMetrics.disabled, { cause }), n) : Effect.void

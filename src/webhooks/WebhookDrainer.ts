@@ -79,6 +79,7 @@ import { flush, makeRun } from "./DrainRun.ts"
 import * as DrainSlot from "./DrainSlot.ts"
 import { loop } from "./DrainStep.ts"
 import * as WebhookInFlight from "./WebhookInFlight.ts"
+import * as WebhookMetrics from "./WebhookMetrics.ts"
 
 export type { DrainOptions } from "./Drain.ts"
 
@@ -87,6 +88,7 @@ const lastAttemptSnooze = Duration.minutes(10)
 
 export const makeWith = (options: Drain.DrainOptions = {}) =>
   Effect.gen(function* () {
+    yield* WebhookMetrics.atZero
     const drain = yield* Drain.make(options)
     const inFlight = WebhookInFlight.make(drain.maxInFlightPerOwner)
     const listen = yield* DrainNews.subscribe(drain.linger)

@@ -3,7 +3,7 @@
  * become underscores and counters end in `_total`; durations are in seconds. No metric carries a
  * per-subscription label: series must not grow with the number of subscriptions.
  */
-import { Metric } from "effect"
+import { Effect, Metric } from "effect"
 
 /** By `outcome`: delivered, failed, gone, suppressed, unknown (a request a stopped worker may have sent). */
 export const attempts = Metric.counter("bothy.webhooks.attempts", {
@@ -37,4 +37,22 @@ export const disabled = Metric.counter("bothy.webhooks.subscriptions_disabled", 
 export const suppressed = Metric.counter("bothy.webhooks.suppressed", {
   description: "webhook deliveries suppressed at delivery time (permission or scope)",
   incremental: true,
+})
+
+/** The values of `attempts`' `outcome` label. */
+export const attemptOutcomes = ["delivered", "failed", "gone", "suppressed"] as const
+
+/** The values of `disabled`'s `cause` label (`SubscriptionStates.DisabledCause`). */
+export const disabledCauses = ["gap", "gone", "failing", "manual"] as const
+
+/**
+ * Every webhook series at 0 (histograms with no observation), each counter with every value of its
+ * label, so that a worker's first scrape holds them before anything was delivered or disabled.
+ */
+export const atZero = Effect.gen(function* () {
+  for (const outcome of attemptOutcomes) yield* Metric.update(Metric.withAttributes(attempts, { outcome }), 0)
+  for (const cause of disabledCauses) yield* Metric.update(Metric.withAttributes(disabled, { cause }), 0)
+  yield* Metric.update(suppressed, 0)
+  yield* Metric.value(latency)
+  yield* Metric.value(failingHeadAge)
 })

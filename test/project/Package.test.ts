@@ -226,9 +226,14 @@ const installAndRun = (
     })
     assert.include(help.stdout, "USAGE")
     assert.include(help.stdout, "migrate")
-    const shown = yield* run(`bothy --version (${variant})`, join(app, "node_modules", ".bin", "bothy"), ["--version"], {
-      cwd: app,
-    })
+    const shown = yield* run(
+      `bothy --version (${variant})`,
+      join(app, "node_modules", ".bin", "bothy"),
+      ["--version"],
+      {
+        cwd: app,
+      },
+    )
     assert.include(shown.stdout, pkg.version)
   })
 

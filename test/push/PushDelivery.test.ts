@@ -7,8 +7,8 @@ import { pushDeliver } from "../../src/authz/Permissions.ts"
 import type { Reported } from "../../src/jobs/JobCompleter.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
+import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushMetrics from "../../src/push/PushMetrics.ts"
-import * as PushRequest from "../../src/push/PushRequest.ts"
 import * as PushService from "../support/PushService.ts"
 import * as TestPush from "../support/TestPush.ts"
 import { member, outcomes, startWorker } from "../support/TestPushWorker.ts"
@@ -61,27 +61,34 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushDelivery", (it) => {
         ].sort()
         const messages = yield* service.take(expected.length)
         yield* outcomes(finalized, expected.length)
-        const got = messages.map((m) => `${m.subscriptionId}:${JSON.parse(m.plaintext).id.split(".")[1]}`).sort()
+        const got = messages.map((m) => `${m.subscriptionId}:${JSON.parse(m.plaintext).event.split(".")[1]}`).sort()
         assert.deepStrictEqual(got, expected)
         assert.strictEqual(service.log.delivered.length, expected.length, "nothing more arrived")
         assert.strictEqual(service.log.rejected.length, 0)
         assert.isFalse(got.some((g) => dave.some((d) => g.startsWith(d.browser.id))))
 
         const first = messages.find((m) => JSON.parse(m.plaintext).type === "card.created")!
+        const registrationOf = new Map([...bob, ...carol, ...erin, ...alice].map((b) => [b.browser.id, b.registration]))
+        const key = PushMessageKey.make(1, registrationOf.get(first.subscriptionId)!, created)
         const envelope = JSON.parse(first.plaintext)
         assert.deepStrictEqual(
           { ...envelope, timestamp: typeof envelope.timestamp },
           {
-            version: 1,
+            version: 2,
             type: "card.created",
             space: "s1",
-            id: `1.${created}`,
+            id: key,
+            tag: key,
+            event: `1.${created}`,
             timestamp: "string",
             summary: "Alice added “Plan”",
           },
         )
         assert.strictEqual(first.headers.urgency, "normal")
-        assert.strictEqual(first.headers.topic, PushRequest.topicOf("s1", "card.created"))
+        assert.strictEqual(first.headers.topic, PushMessageKey.topic(key))
+        // One key per message: no two messages share a topic or a tag.
+        assert.strictEqual(new Set(messages.map((m) => m.headers.topic)).size, messages.length)
+        assert.strictEqual(new Set(messages.map((m) => JSON.parse(m.plaintext).tag)).size, messages.length)
         const ttl = Number(first.headers.ttl)
         assert.isTrue(ttl > 86_000 && ttl <= 86_400, `TTL ${ttl}`)
         assert.strictEqual(first.vapid.aud, service.url)

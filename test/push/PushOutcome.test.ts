@@ -80,14 +80,24 @@ describe("PushSchedule", () => {
 })
 
 describe("PushEnvelope", () => {
-  const base = { type: "item.created", space: "s1", epoch: 2, seq: 42n, occurredAt: new Date(0), summary: null }
+  const base = {
+    key: "push_2_7_42",
+    type: "item.created",
+    space: "s1",
+    epoch: 2,
+    seq: 42n,
+    occurredAt: new Date(0),
+    summary: null,
+  }
 
-  it("PushEnvelopeIsCompact: type, space, the event id with its epoch, the time, and the payload's summary", () => {
+  it("PushEnvelopeIsCompact: type, space, the message's key as id and tag, the event id with its epoch, the time, and the payload's summary", () => {
     assert.deepStrictEqual(JSON.parse(PushEnvelope.body({ ...base, summary: "Anna added a card" })), {
-      version: 1,
+      version: 2,
       type: "item.created",
       space: "s1",
-      id: "2.42",
+      id: "push_2_7_42",
+      tag: "push_2_7_42",
+      event: "2.42",
       timestamp: "1970-01-01T00:00:00.000Z",
       summary: "Anna added a card",
     })

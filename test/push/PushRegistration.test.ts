@@ -75,7 +75,10 @@ describe("PushRegistration", () => {
         ["https://push.example.org/p/1", "endpoint: HostNotAllowed"],
         // `*.push.services.mozilla.com` covers its subdomains, not a name that merely contains it.
         ["https://evil.push.services.mozilla.com.attacker.example/x", "endpoint: HostNotAllowed"],
-        ["https://nowhere.example/x", "endpoint: UnsafeEndpoint"],
+        // Outside the allow-list: refused as such, never looked up (`PushHostCheckedBeforeResolve`).
+        ["https://nowhere.example/x", "endpoint: HostNotAllowed"],
+        // Inside it, but without an address.
+        ["https://nowhere.push.services.mozilla.com/x", "endpoint: UnsafeEndpoint"],
       ]
       for (const [endpoint, expected] of cases) {
         assert.strictEqual(yield* verdict(subscription(endpoint)), expected, endpoint)
@@ -87,6 +90,43 @@ describe("PushRegistration", () => {
         "endpoint: UnsafeEndpoint",
       )
     }),
+  )
+
+  it.effect(
+    "PushHostCheckedBeforeResolve: an endpoint whose host is outside push.hosts is refused without any DNS lookup; an allowed one is looked up once",
+    () =>
+      Effect.gen(function* () {
+        const lookedUp: Array<string> = []
+        const observed: TargetPolicy = {
+          ...policy,
+          resolve: (host) => {
+            lookedUp.push(host)
+            return policy.resolve!(host)
+          },
+        }
+        const outside = [
+          // In the simulated DNS, so a lookup before the host check would succeed and be seen.
+          "https://push.example.org/p/1",
+          "https://evil.push.services.mozilla.com.attacker.example/x",
+          // A name only a lookup would reveal to the attacker's DNS server (a beacon).
+          "https://beacon-7f3a.attacker.example/x",
+        ]
+        const verdicts = yield* Effect.forEach(outside, (endpoint) =>
+          PushRegistration.check(subscription(endpoint), observed).pipe(
+            Effect.map(() => "accepted"),
+            Effect.catchTag("InvalidPushRegistration", (e) => Effect.succeed(`${e.field}: ${e.reason}`)),
+          ),
+        )
+        assert.deepStrictEqual(lookedUp, [], "no host outside push.hosts was looked up")
+        assert.deepStrictEqual(
+          verdicts,
+          outside.map(() => "endpoint: HostNotAllowed"),
+        )
+
+        // The resolver observed is the one the check uses: an allowed host is resolved, once.
+        yield* PushRegistration.check(subscription("https://fcm.googleapis.com/fcm/send/x"), observed)
+        assert.deepStrictEqual(lookedUp, ["fcm.googleapis.com"])
+      }),
   )
 
   it.effect("PushRejectsBadRegistration: bad keys and shapes", () =>

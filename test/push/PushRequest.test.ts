@@ -5,6 +5,7 @@ import { TestClock } from "effect/testing"
 import webpush from "web-push"
 import { send } from "../../src/outbound/OutboundSender.ts"
 import type { TargetPolicy } from "../../src/outbound/OutboundTarget.ts"
+import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushRequest from "../../src/push/PushRequest.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
 import * as PushService from "../support/PushService.ts"
@@ -80,7 +81,7 @@ describe("PushRequest", () => {
         const browser = PushService.browserSubscription(service, "alice")
         const cache = yield* PushVapid.makeTokenCache(keys)
         const authorization = yield* cache.authorization(new URL(browser.json.endpoint).origin)
-        const topic = PushRequest.topicOf("s1", "item.created")
+        const topic = PushMessageKey.topic(PushMessageKey.make(1, "7", 42n))
         const request = input(browser, authorization, { ttlSeconds: 3600, urgency: "high", topic })
 
         const result = yield* deliver(request)
@@ -163,17 +164,19 @@ describe("PushRequest", () => {
       }),
   )
 
-  it("PushRequest: topicOf is at most 32 URL-safe characters, stable, and differs per (space, type)", () => {
-    const topic = PushRequest.topicOf("space-1", "item.created")
+  it("PushMessageKey: one key per (epoch, registration, seq); its topic is at most 32 URL-safe characters, stable, and differs per key", () => {
+    const key = PushMessageKey.make(1, "7", 42n)
+    assert.strictEqual(key, "push_1_7_42")
+    const topic = PushMessageKey.topic(key)
     assert.match(topic, /^[A-Za-z0-9_-]{1,32}$/)
-    assert.strictEqual(PushRequest.topicOf("space-1", "item.created"), topic)
+    assert.strictEqual(PushMessageKey.topic(PushMessageKey.make(1, "7", 42n)), topic)
     const others = [
-      PushRequest.topicOf("space-1", "item.deleted"),
-      PushRequest.topicOf("space-2", "item.created"),
-      PushRequest.topicOf("ab", "c"),
-      PushRequest.topicOf("a", "bc"),
-      PushRequest.topicOf("ünï", "cödé ✓".repeat(40)),
-    ]
+      PushMessageKey.make(2, "7", 42n),
+      PushMessageKey.make(1, "8", 42n),
+      PushMessageKey.make(1, "7", 43n),
+      PushMessageKey.make(1, "74", 2n),
+      PushMessageKey.make(17, "4", 2n),
+    ].map(PushMessageKey.topic)
     assert.strictEqual(new Set([topic, ...others]).size, others.length + 1)
     for (const other of others) assert.match(other, /^[A-Za-z0-9_-]{1,32}$/)
   })

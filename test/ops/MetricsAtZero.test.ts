@@ -1,0 +1,94 @@
+/**
+ * What the operator's rules and dashboard query is there from a worker's first scrape: every
+ * `bothy_...` metric that a file of deploy/ (Prometheus alert rules and their tests, the Grafana
+ * dashboard) or docs/ names, at 0 when nothing has happened yet. A metric that appears only once
+ * something happens leaves `increase(...)` and `rate(...)` empty until then, and an alert on it
+ * cannot tell "none" from "not exported".
+ */
+import { readdirSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { fileURLToPath } from "node:url"
+import { assert, layer } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { PushConfig } from "../../src/push/PushConfig.ts"
+import * as PushVapid from "../../src/push/PushVapid.ts"
+import * as PrometheusText from "../support/PrometheusText.ts"
+import * as PushService from "../support/PushService.ts"
+import * as TestPush from "../support/TestPush.ts"
+import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as WorkerProcess from "../support/WorkerProcess.ts"
+
+const key = WorkerProcess.rawKey()
+const vapid = PushVapid.generate()
+
+class RunningWorker extends Context.Service<RunningWorker, WorkerProcess.Worker>()("test/RunningWorker") {}
+
+/** A freshly started worker with push on (so that push's metrics are built), on the file's database. */
+const Live = Layer.effect(
+  RunningWorker,
+  WorkerProcess.start(key, {
+    BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.publicKey,
+    BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.privateKey,
+    BOTHY_PUSH_SUBJECT: TestPush.subject,
+    BOTHY_PUSH_HOSTS: "*",
+  }),
+).pipe(
+  Layer.provideMerge(Layer.effectDiscard(PushService.start({ applicationServerKey: vapid.publicKey }))),
+  Layer.provideMerge(Layer.mergeAll(TestWebhooks.layer({ secretKey: key }), PushConfig.layerWith(TestPush.settings()))),
+)
+
+const root = fileURLToPath(new URL("../../", import.meta.url))
+
+const filesUnder = (dir: string): ReadonlyArray<string> =>
+  readdirSync(join(root, dir), { withFileTypes: true, recursive: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name))
+
+/** Every `bothy_...` name in deploy/ and docs/, with the first file that names it. */
+const namedMetrics = () => {
+  const names = new Map<string, string>()
+  for (const file of [...filesUnder("deploy"), ...filesUnder("docs")]) {
+    for (const [name] of readFileSync(file, "utf8").matchAll(/\bbothy_[a-z0-9_]+/g)) {
+      if (!names.has(name)) names.set(name, file.slice(root.length))
+    }
+  }
+  return names
+}
+
+/** A histogram's series names are its family's name plus one of these. */
+const histogramSuffix = /_(bucket|count|sum)$/
+
+layer(Live, { excludeTestServices: true })("the first scrape of a worker", (it) => {
+  it.effect(
+    "MetricsExportedAtZero: every bothy_ metric that deploy/ or docs/ names is in a fresh worker's first scrape, counters at 0 with their label sets",
+    () =>
+      Effect.gen(function* () {
+        const worker = yield* RunningWorker
+        const first = yield* worker.scrape
+        assert.strictEqual(first.status, 200)
+        const e = PrometheusText.parse(first.body)
+        const families = new Set(e.samples.map((s) => PrometheusText.family(e, s)))
+
+        const named = namedMetrics()
+        assert.isAtLeast(named.size, 30, "deploy/ and docs/ name the metrics")
+        const missing = [...named]
+          .filter(([name]) => !families.has(name) && !families.has(name.replace(histogramSuffix, "")))
+          .map(([name, file]) => `${name} (${file})`)
+        assert.deepStrictEqual(
+          missing,
+          [],
+          `named in deploy/ or docs/, absent from the first scrape: ${missing.join(", ")}`,
+        )
+
+        // The two the operator found absent, at 0: nothing was suppressed or removed yet.
+        assert.strictEqual(PrometheusText.value(e, "bothy_jobs_insert_suppressed_total"), 0)
+        for (const cause of ["gone", "stale"]) {
+          assert.strictEqual(PrometheusText.value(e, "bothy_push_registrations_removed_total", { cause }), 0, cause)
+        }
+        // A counter by a bounded label is there for each value of it.
+        for (const outcome of ["delivered", "gone", "config_error", "expired", "retried", "throttled", "blocked"]) {
+          assert.strictEqual(PrometheusText.value(e, "bothy_push_deliveries_total", { outcome }), 0, outcome)
+        }
+      }),
+  )
+})
