@@ -48,6 +48,16 @@ export const timeOf = (sql: SqlClient.SqlClient, at: Statement.Fragment) => sql`
   e.occurred_at >= coalesce(date_trunc('milliseconds', ${at}), '-infinity')
   AND e.occurred_at < coalesce(date_trunc('milliseconds', ${at}) + interval '1 millisecond', 'infinity')`
 
+/**
+ * `timeOf` for a time known before the statement runs (a job's argument, rounded down to the
+ * millisecond as a JS `Date` holds it): the millisecond's bounds as parameters. PostgreSQL then
+ * prunes to the one leaf that can hold the event while it plans, even for a custom plan on a cold
+ * connection, where `timeOf`'s `date_trunc` (a stable function, not folded by the planner) leaves
+ * every leaf to set up.
+ */
+export const atTime = (sql: SqlClient.SqlClient, at: Date) => sql`
+  e.occurred_at >= ${at}::timestamptz AND e.occurred_at < ${new Date(at.getTime() + 1)}::timestamptz`
+
 /** The transaction-scoped advisory lock appenders queue on (see the module header). */
 export const appendLockKey = 7_270_100_001n
 

@@ -17,9 +17,9 @@
  */
 import { Clock, Duration, Effect, Metric, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { Permissions, pushDeliver } from "../authz/Permissions.ts"
+import { Permissions, type PermissionsShape, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
-import { timeOf } from "../log/EventLog.ts"
+import { atTime } from "../log/EventLog.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import { defaults, PushConfig } from "./PushConfig.ts"
@@ -56,6 +56,33 @@ interface Target {
   readonly allowed: boolean | null
 }
 
+/**
+ * The registration and the event of one message, and the right when `Permissions` answers in SQL,
+ * in one statement. The event's time travels in the job (`at`): its millisecond's bounds go in as
+ * parameters (`EventLog.atTime`), so PostgreSQL prunes the log to one hour leaf while it plans,
+ * the first execution on a connection as every later one (a bound computed in SQL from the
+ * parameter, `date_trunc`, is a stable function, which the planner does not fold: it set up every
+ * leaf of the log for each custom plan, hundreds of milliseconds on a cold connection).
+ * @internal
+ */
+export const readTarget = (sql: SqlClient.SqlClient, permissions: PermissionsShape, args: DeliverArgs) => {
+  const allowed =
+    permissions.inSql === undefined
+      ? sql`NULL::boolean`
+      : sql`CASE WHEN r.id IS NOT NULL AND e.seq IS NOT NULL
+                 THEN ${permissions.inSql({ principal: sql`r.principal`, spaceId: sql`e.space_id` }, pushDeliver)} END`
+  const at = args.at === undefined ? undefined : new Date(args.at)
+  return sql<Target>`
+    SELECT r.id IS NOT NULL AS registered, r.principal, r.endpoint, r.p256dh, r.auth,
+           e.space_id AS space, e.type, e.epoch, e.occurred_at AS "occurredAt",
+           CASE WHEN jsonb_typeof(e.payload -> 'summary') = 'string' THEN left(e.payload ->> 'summary', 1000) END AS summary,
+           ${allowed} AS allowed
+    FROM (SELECT ${args.seq}::bigint AS seq, ${args.registration}::bigint AS registration) AS k
+    LEFT JOIN event_log AS e ON e.seq = k.seq
+      AND ${at === undefined || Number.isNaN(at.getTime()) ? sql`true` : atTime(sql, at)}
+    LEFT JOIN push_registrations AS r ON r.id = k.registration`.pipe(Effect.map((rows) => rows[0]!))
+}
+
 /** Limits of one push request: push services answer fast, and a message is small. */
 export const sendLimits: Partial<OutboundSender.SendLimits> = {
   connectTimeout: "5 seconds",
@@ -88,21 +115,7 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
   // Once a minute per push service: a wrong VAPID key fails every message to it.
   const configError = ThrottledWarnings.make("1 minute", Effect.logError)
 
-  const read = (args: DeliverArgs) => {
-    const allowed =
-      permissions.inSql === undefined
-        ? sql`NULL::boolean`
-        : sql`CASE WHEN r.id IS NOT NULL AND e.seq IS NOT NULL
-                   THEN ${permissions.inSql({ principal: sql`r.principal`, spaceId: sql`e.space_id` }, pushDeliver)} END`
-    return sql<Target>`
-      SELECT r.id IS NOT NULL AS registered, r.principal, r.endpoint, r.p256dh, r.auth,
-             e.space_id AS space, e.type, e.epoch, e.occurred_at AS "occurredAt",
-             CASE WHEN jsonb_typeof(e.payload -> 'summary') = 'string' THEN left(e.payload ->> 'summary', 1000) END AS summary,
-             ${allowed} AS allowed
-      FROM (SELECT ${args.seq}::bigint AS seq, ${args.registration}::bigint AS registration) AS k
-      LEFT JOIN event_log AS e ON e.seq = k.seq AND ${timeOf(sql, sql`${args.at ?? null}::timestamptz`)}
-      LEFT JOIN push_registrations AS r ON r.id = k.registration`.pipe(Effect.map((rows) => rows[0]!))
-  }
+  const read = (args: DeliverArgs) => readTarget(sql, permissions, args)
 
   const removeRegistration = (id: string) =>
     Effect.gen(function* () {

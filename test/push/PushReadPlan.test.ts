@@ -1,0 +1,67 @@
+/**
+ * The first execution of a push delivery's read, on a cold connection after an idle minute, must
+ * cost what the hundredth does: PostgreSQL plans each of the first executions afresh (custom plans)
+ * and, before the event's time went in as bounds, set up every hour leaf of the log for each (164
+ * to 267 ms over 338 leaves, measured from outside). The webhook drainer's read is held to the same
+ * by `EventReadsPrunePartitions` (its time window).
+ */
+import { assert, layer } from "@effect/vitest"
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+import { Permissions } from "../../src/authz/Permissions.ts"
+import * as EventLogPartitions from "../../src/log/EventLogPartitions.ts"
+import { readTarget } from "../../src/push/PushDelivery.ts"
+import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
+import { explaining, planned } from "../support/PlanCapture.ts"
+import * as TestPush from "../support/TestPush.ts"
+
+const logPlanned = (plan: unknown) => planned(plan).filter((name) => name.startsWith("event_log_"))
+
+/**
+ * Leaves pruned only when the executor started (`Subplans Removed`): the planner had set each of
+ * them up first. Pruned while planning, they never show.
+ */
+const removedAtStart = (plan: unknown): number => {
+  if (Array.isArray(plan)) return plan.reduce((n: number, p) => n + removedAtStart(p), 0)
+  if (typeof plan !== "object" || plan === null) return 0
+  const node = plan as Record<string, unknown>
+  return Object.entries(node).reduce(
+    (n, [key, value]) => n + (key === "Subplans Removed" ? Number(value) : removedAtStart(value)),
+    0,
+  )
+}
+
+layer(TestPush.layer(), { excludeTestServices: true })("the push delivery's read", (it) => {
+  it.effect(
+    "FirstRoundAfterIdleIsFast: with 44 days of leaves, the push read's first (custom) plan sets up only the event's hour leaf",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const permissions = yield* Permissions
+        const now = Date.now()
+        yield* days(now - 30 * dayMillis, 30)
+        const [seq] = yield* appendAt([now - 3 * dayMillis])
+        const leaves = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+          WHERE c.relname LIKE 'event_log\\_%\\_h%'`
+        assert.isAtLeast(leaves[0]!.n, 44 * 24 - 48, "hour leaves of 44 days (the oldest days may be whole)")
+        // The job's `at` as the fan-out writes it: the event's time as jsonb text (microseconds).
+        const [event] = yield* sql<{ at: string; occurredAt: Date }>`
+          SELECT to_jsonb(occurred_at) #>> '{}' AS at, occurred_at AS "occurredAt" FROM event_log WHERE seq = ${seq!}`
+
+        const { result, plans } = yield* explaining(
+          /AS seq, .* AS registration\) AS k/,
+          readTarget(sql, permissions, { registration: "1", seq: String(seq), at: event!.at }),
+        )
+        assert.strictEqual(result.occurredAt?.getTime(), event!.occurredAt.getTime(), "the event is found")
+        assert.strictEqual(plans.length, 1)
+        assert.strictEqual(removedAtStart(plans[0]), 0, "no leaf was set up only to be pruned at the start")
+        const hour = EventLogPartitions.dayName(event!.occurredAt)
+        assert.deepStrictEqual(
+          logPlanned(plans[0]).map((name) => name.startsWith(hour)),
+          [true],
+          `set up: ${logPlanned(plans[0]).slice(0, 4).join(", ")} (${logPlanned(plans[0]).length} in all)`,
+        )
+      }),
+  )
+})
