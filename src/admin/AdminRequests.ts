@@ -103,12 +103,17 @@ export const requestIdOf = (request: HttpServerRequest.HttpServerRequest): strin
   return given !== undefined && saneRequestId.test(given) ? given : randomUUID()
 }
 
-/** What went wrong, in one line: the error's name and message, never a stack. */
+/** What went wrong, in one line: the error's name and the messages down its causes, never a stack. */
 const oneLine = (cause: Cause.Cause<unknown>): string => {
   const squashed = Cause.squash(cause)
-  const inner = squashed instanceof Error && squashed.cause instanceof Error ? ` (${squashed.cause.message})` : ""
-  const text = squashed instanceof Error ? `${squashed.name}: ${squashed.message}${inner}` : String(squashed)
-  return text.replaceAll(/\s+/g, " ").slice(0, 500)
+  if (!(squashed instanceof Error)) return String(squashed).replaceAll(/\s+/g, " ").slice(0, 500)
+  const messages: Array<string> = []
+  let at: unknown = squashed
+  while (at instanceof Error && messages.length < 5) {
+    if (at.message !== "" && !messages.includes(at.message)) messages.push(at.message)
+    at = at.cause
+  }
+  return `${squashed.name}: ${messages.join(": ")}`.replaceAll(/\s+/g, " ").slice(0, 500)
 }
 
 /** Defects the platform answers itself: a response, or a request it could not read (400, 413). */
