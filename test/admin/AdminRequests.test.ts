@@ -5,10 +5,13 @@ import { SqlClient } from "effect/sql"
 import { AdminAuth } from "../../src/admin/AdminAuth.ts"
 import * as AdminServer from "../../src/admin/AdminServer.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
+import * as NodeProcess from "../support/NodeProcess.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
+import { TestDatabase } from "../support/TestDatabase.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WebhookReceiver from "../support/WebhookReceiver.ts"
+import * as WorkerProcess from "../support/WorkerProcess.ts"
 
 const Live = TestWebhooks.layer().pipe(Layer.provideMerge(PushConfig.layerWith(TestPush.settings())))
 
@@ -303,6 +306,20 @@ layer(Live, { excludeTestServices: true })("the admin API's requests", (it) => {
           assert.deepStrictEqual(error.keys, ["admin.max_body_bytes"])
           assert.include(error.message, "BOTHY_ADMIN_MAX_BODY_BYTES")
         }
+        // The worker reads it with its other settings: a bad value stops the start with one line.
+        const { url } = yield* TestDatabase
+        const refused = yield* NodeProcess.run(NodeProcess.bothy, ["worker"], {
+          DATABASE_URL: url,
+          BOTHY_WEBHOOK_SECRET_KEY: WorkerProcess.rawKey(),
+          BOTHY_ADMIN_ADDRESS: "off",
+          BOTHY_METRICS_ADDRESS: "off",
+          BOTHY_ADMIN_MAX_BODY_BYTES: "1MB",
+        })
+        assert.strictEqual(refused.code, 1)
+        assert.strictEqual(
+          refused.stderr.trim(),
+          'bothy: invalid configuration: BOTHY_ADMIN_MAX_BODY_BYTES (admin.max_body_bytes) = "1MB": expected a whole number from 1024 to 67108864',
+        )
       }),
   )
 })
