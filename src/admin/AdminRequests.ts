@@ -42,7 +42,7 @@ const isBodyTooLarge = (defect: unknown): boolean =>
   "reason" in defect.reason &&
   defect.reason.reason === "BodyTooLarge"
 
-/** The fields of a body sent to an endpoint that takes none; `{}` and an empty body are fine. */
+/** The fields of a body sent to an endpoint that takes none; an empty body, `{}` and `null` are fine. */
 const refuseBody = (text: string): Effect.Effect<void, InvalidRequest> => {
   if (text.trim() === "") return Effect.void
   let json: unknown
@@ -51,7 +51,8 @@ const refuseBody = (text: string): Effect.Effect<void, InvalidRequest> => {
   } catch {
     return Effect.fail(new InvalidRequest({ field: "payload", detail: "this endpoint takes no request body" }))
   }
-  if (typeof json !== "object" || json === null || Array.isArray(json)) {
+  if (json === null) return Effect.void
+  if (typeof json !== "object" || Array.isArray(json)) {
     return Effect.fail(new InvalidRequest({ field: "payload", detail: "this endpoint takes no request body" }))
   }
   const keys = Object.keys(json)

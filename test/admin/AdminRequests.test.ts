@@ -153,7 +153,15 @@ layer(Live, { excludeTestServices: true })("the admin API's requests", (it) => {
         assert.strictEqual(misplaced.status, 400, JSON.stringify(misplaced.body))
         assert.deepInclude(misplaced.body, { _tag: "InvalidRequest", field: "payload.fromSeq" })
         assert.strictEqual((yield* api.get(`/v1/subscriptions/${id}`)).body.state, "disabled", "not enabled")
+        assert.strictEqual((yield* api.post(`/v1/subscriptions/${id}/disable`, null)).status, 200, "null is no field")
         assert.strictEqual((yield* api.post(`/v1/subscriptions/${id}/enable`, {})).status, 200, "{} is no field")
+        const words = yield* TestAdmin.call(base, "POST", `/v1/subscriptions/${id}/rotate-secret`, {
+          token,
+          headers: { "content-type": "text/plain" },
+          body: "rotate please",
+        })
+        assert.strictEqual(words.status, 400)
+        assert.deepInclude(words.body, { _tag: "InvalidRequest", field: "payload" })
       }),
   )
 
