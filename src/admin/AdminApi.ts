@@ -4,9 +4,14 @@
  * handlers are in `AdminHandlers`, the server in `AdminServer`; this module is what a client (or
  * the OpenAPI document at `/openapi.json`) is generated from.
  *
- * Every endpoint runs behind `AdminAuthorization` (a 401 without a caller) and `RequestErrors`,
+ * Every endpoint runs behind `AdminAuthorization` (a 401 without a caller), `RequestErrors`,
  * which turns an input that does not decode into an `InvalidRequest` naming the field instead of
- * an empty 400. The document also describes what receivers get, under OpenAPI 3.1 `webhooks`
+ * an empty 400, and `AdminRequests`' `RequestBodies` (413 over the body limit) and `Unexpected`
+ * (a defect is a logged 500 with the request id). One rule for every input: a body with a field the
+ * endpoint does not declare, an id that is malformed or past its column's range, a cursor or
+ * page size that is not one, are all a 400 `InvalidRequest` naming the field or parameter
+ * (`payload.eventType`, `params.id`, `query.after`), decided before any SQL runs; a well-formed id
+ * that names nothing (or another's) is a 404. The document also describes what receivers get, under OpenAPI 3.1 `webhooks`
  * (`ReceiverWebhooks`).
  */
 import { Effect, Schema } from "effect"
@@ -30,6 +35,7 @@ import { InvalidSubscription, SeqNotInLog, SubscriptionNotFound } from "../webho
 import { AccessApi } from "./AccessApi.ts"
 import { AdminAuthorization } from "./AdminAuth.ts"
 import { InvalidRequest, NotPermitted, OperatorOnly, PushOff } from "./AdminErrors.ts"
+import { RequestBodies, Unexpected } from "./AdminRequests.ts"
 import * as S from "./AdminSchemas.ts"
 import * as ReceiverWebhooks from "./ReceiverWebhooks.ts"
 
@@ -57,7 +63,10 @@ const SeqGone = SeqNotInLog.pipe(HttpApiSchema.status(422))
 const Refused = ResendRefused.pipe(HttpApiSchema.status(409))
 const JobConflict = JobStateConflict.pipe(HttpApiSchema.status(409))
 
-const idParam = { id: Schema.String }
+/** A subscription's id in the path: a UUID (anything else is a 400 naming `params.id`). */
+const idParam = { id: S.UuidId }
+/** An int8 id in the path: 1 to 2^63-1 (anything else is a 400 naming `params.id`). */
+const int8IdParam = { id: S.Int8Id }
 
 /** What a create or update takes; `WebhookSubscriptions` checks the values (400 naming the field). */
 const subscriptionFields = {
@@ -83,7 +92,7 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       query: {
         owner: Schema.optional(Schema.String),
         state: Schema.optional(Schema.Literals(["active", "disabled"])),
-        after: Schema.optional(Schema.String),
+        after: Schema.optional(S.UuidId),
         limit: S.Limit,
       },
       success: S.SubscriptionPage,
@@ -109,7 +118,7 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
     HttpApiEndpoint.post("enable", "/:id/enable", {
       params: idParam,
       /** From the head without `fromSeq`; from that seq (still in the log) with it. */
-      query: { fromSeq: Schema.optional(Schema.BigInt) },
+      query: { fromSeq: Schema.optional(S.SeqParam) },
       success: S.Enabled,
       error: [NoSubscription, SeqGone],
     }),
@@ -144,19 +153,19 @@ export class DeliveriesApi extends HttpApiGroup.make("deliveries")
         since: Schema.optional(Schema.Date),
         /** Created before this time. */
         until: Schema.optional(Schema.Date),
-        before: Schema.optional(Schema.BigInt),
+        before: Schema.optional(S.Int8Id),
         limit: S.Limit,
       },
       success: S.DeliveryPage,
       error: NoSubscription,
     }),
     HttpApiEndpoint.get("get", "/deliveries/:id", {
-      params: { id: Schema.BigInt },
+      params: int8IdParam,
       success: S.DeliveryWithAttempts,
       error: NoDelivery,
     }),
     HttpApiEndpoint.post("resend", "/deliveries/:id/resend", {
-      params: { id: Schema.BigInt },
+      params: int8IdParam,
       success: S.Delivery.pipe(HttpApiSchema.status(202)),
       error: [NoDelivery, Refused],
     }),
@@ -191,7 +200,7 @@ export class RegistrationsApi extends HttpApiGroup.make("registrations")
       success: Schema.Array(S.Registration),
       error: InvalidRequest,
     }),
-    HttpApiEndpoint.delete("remove", "/:id", { params: idParam, error: NoRegistration }),
+    HttpApiEndpoint.delete("remove", "/:id", { params: int8IdParam, error: NoRegistration }),
   )
   .prefix("/v1/registrations")
   .annotateMerge(OpenApi.annotations({ title: "registrations", description: "Web Push registrations" })) {}
@@ -208,19 +217,19 @@ export class JobsApi extends HttpApiGroup.make("jobs")
       query: {
         state: Schema.optional(S.JobState),
         kind: Schema.optional(Schema.String),
-        before: Schema.optional(Schema.BigInt),
+        before: Schema.optional(S.Int8Id),
         limit: S.Limit,
       },
       success: S.JobPage,
       error: OperatorOnly,
     }),
     HttpApiEndpoint.post("retry", "/:id/retry", {
-      params: { id: Schema.BigInt },
+      params: int8IdParam,
       success: S.Job,
       error: [NoJob, JobConflict, OperatorOnly],
     }),
     HttpApiEndpoint.post("cancel", "/:id/cancel", {
-      params: { id: Schema.BigInt },
+      params: int8IdParam,
       success: S.Job,
       error: [NoJob, JobConflict, OperatorOnly],
     }),
@@ -236,7 +245,13 @@ export class AdminApi extends HttpApi.make("bothy-admin")
   .add(JobsApi)
   .add(AccessApi)
   .middleware(RequestErrors)
+  .middleware(RequestBodies)
   .middleware(AdminAuthorization)
+  .middleware(Unexpected)
+  // A body's fields are exactly the declared ones: a typo (`eventType` for `eventTypes`) is a 400
+  // naming it, never a request that silently means something else. The document says the same
+  // (`additionalProperties: false`). All of them are named, not only the first.
+  .annotate(HttpApi.PayloadParseOptions, { onExcessProperty: "error", errors: "all" })
   .annotateMerge(
     OpenApi.annotations({
       title: "bothy admin API",

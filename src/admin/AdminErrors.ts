@@ -2,7 +2,8 @@
  * The admin API's own refusals, beside the services' errors it passes on as they are (each mapped
  * to its status where `AdminApi` lists it): 400 names the field, 403 is for the operator-only
  * endpoints, 409 for a state that does not allow the change, 422 for a value that is well formed but
- * not acceptable.
+ * not acceptable, 413 for a body over the limit, 500 (with the request id the log line carries)
+ * for a failure no client can act on.
  *
  * A principal asking for another's subscription or registration gets that resource's not-found
  * error (404), never a 403: whether it exists is not theirs to learn.
@@ -53,5 +54,33 @@ export class NotPermitted extends Schema.TaggedError<NotPermitted>()(
 ) {
   override get message() {
     return `not permitted at ${this.field}: ${this.detail}`
+  }
+}
+
+/**
+ * A request body over `admin.max_body_bytes` (`BOTHY_ADMIN_MAX_BODY_BYTES`): refused from its
+ * `content-length` before any of it is read, or as soon as a body sent without one passes the limit.
+ */
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()(
+  "PayloadTooLarge",
+  { limit: Schema.Int, detail: Schema.String },
+  { httpApiStatus: 413 },
+) {
+  override get message() {
+    return `request body too large: ${this.detail}`
+  }
+}
+
+/**
+ * A failure no client can act on (the database, a bug): the server logged it with `requestId`,
+ * which is also the response's `x-request-id`, so an operator can find that line.
+ */
+export class InternalError extends Schema.TaggedError<InternalError>()(
+  "InternalError",
+  { requestId: Schema.String, detail: Schema.String },
+  { httpApiStatus: 500 },
+) {
+  override get message() {
+    return `internal error (request ${this.requestId}): ${this.detail}`
   }
 }

@@ -197,11 +197,12 @@ const registrations = HttpApiBuilder.group(AdminApi, "registrations", (handlers)
       )
       .handle("remove", ({ params }) =>
         Effect.gen(function* () {
-          const found = yield* withSql(PushRegistrations.get(params.id))
+          const id = String(params.id)
+          const found = yield* withSql(PushRegistrations.get(id))
           if (!AdminAccess.owns(yield* CurrentCaller, found.principal)) {
-            return yield* new PushRegistrations.RegistrationNotFound({ id: params.id })
+            return yield* new PushRegistrations.RegistrationNotFound({ id })
           }
-          yield* withSql(PushRegistrations.remove(params.id))
+          yield* withSql(PushRegistrations.remove(id))
         }).pipe(unexpected),
       )
   }),

@@ -8,6 +8,7 @@
  */
 import { Schema } from "effect"
 import { jobStates } from "../jobs/JobControl.ts"
+import { Uuid } from "../platform/Uuid.ts"
 import type { RetryNow } from "../webhooks/SubscriptionRetry.ts"
 import { deliveryStates } from "../webhooks/WebhookDeliveries.ts"
 
@@ -177,6 +178,32 @@ export const Job = Schema.Struct({
 
 /** The next page's cursor goes in `before`. */
 export const JobPage = page("JobPage", Job, Int8)
+
+/** The largest int8, the last id or seq PostgreSQL can hold. */
+export const maxInt8 = 2n ** 63n - 1n
+
+/**
+ * An id or cursor of an int8 column in a path or query (`/deliveries/{id}`, `?before=`): 1 to
+ * 2^63-1. Anything else, a word or a number past the column's range, is a 400 naming the
+ * parameter, decided before any SQL runs.
+ */
+export const Int8Id = Schema.BigInt.check(
+  Schema.isBetweenBigInt(
+    { minimum: 1n, maximum: maxInt8 },
+    { message: `expected a whole number from 1 to ${maxInt8}` },
+  ),
+)
+
+/** A seq in a query (`?fromSeq=`): 0 to 2^63-1, else a 400 naming the parameter. */
+export const SeqParam = Schema.BigInt.check(
+  Schema.isBetweenBigInt(
+    { minimum: 0n, maximum: maxInt8 },
+    { message: `expected a whole number from 0 to ${maxInt8}` },
+  ),
+)
+
+/** A subscription's id (or the `after` cursor): a UUID, else a 400 naming the parameter. */
+export const UuidId = Uuid
 
 /** A page size: 1 to 500, 50 when absent. */
 export const Limit = Schema.optional(Schema.Int.check(Schema.isBetween({ minimum: 1, maximum: 500 })))

@@ -17,6 +17,7 @@ import * as ListenAddress from "../platform/ListenAddress.ts"
 import { AdminApi, requestErrorsLayer } from "./AdminApi.ts"
 import { AdminAuth, authorizationLayer } from "./AdminAuth.ts"
 import * as AdminHandlers from "./AdminHandlers.ts"
+import { defaultMaxBodyBytes, requestBodiesLayer, unexpectedLayer } from "./AdminRequests.ts"
 import * as StatusPage from "./StatusPage.ts"
 
 export const defaultAddress = "127.0.0.1:9465"
@@ -24,6 +25,19 @@ export const defaultAddress = "127.0.0.1:9465"
 /** `BOTHY_ADMIN_ADDRESS` (`admin.address`). */
 export const loadAddress = BothyConfig.setting("admin.address", defaultAddress, (raw) =>
   ListenAddress.parse(raw, defaultAddress),
+)
+
+/** The bounds of `admin.max_body_bytes`: a subscription with a full scope fits in the least. */
+export const maxBodyBytesBounds = { min: 1024, max: 64 * 1_048_576 }
+
+/**
+ * `BOTHY_ADMIN_MAX_BODY_BYTES` (`admin.max_body_bytes`): the largest request body the API reads,
+ * in bytes (1 MiB by default, 1 KiB to 64 MiB); a larger one is a 413 (`AdminRequests`).
+ */
+export const loadMaxBodyBytes = BothyConfig.setting(
+  "admin.max_body_bytes",
+  String(defaultMaxBodyBytes),
+  BothyConfig.parseCount(maxBodyBytesBounds.min, maxBodyBytesBounds.max),
 )
 
 export class AdminAddressUnavailable extends Schema.TaggedError<AdminAddressUnavailable>()("AdminAddressUnavailable", {
@@ -43,17 +57,35 @@ export class AdminTokenRequired extends Schema.TaggedError<AdminTokenRequired>()
   }
 }
 
-/**
- * The API's routes, `/openapi.json` and `/docs`, for any `HttpRouter`. Needs `AdminAuth`,
- * `WebhookSubscriptions`, `Permissions`, the pool, `PushConfig` when push is on (registrations),
- * and the HTTP platform services a Node server provides.
- */
-export const routes = Layer.mergeAll(
-  HttpApiBuilder.layer(AdminApi, { openapiPath: "/openapi.json" }),
-  HttpApiScalar.layer(AdminApi, { path: "/docs" }),
-).pipe(Layer.provide(AdminHandlers.layer), Layer.provide([authorizationLayer, requestErrorsLayer]))
+/** How the API reads requests. */
+export interface RoutesOptions {
+  /** The largest request body read, in bytes (`admin.max_body_bytes`; 1 MiB when absent). */
+  readonly maxBodyBytes?: number
+}
 
-export interface ServeOptions<R> {
+/**
+ * The API's routes, `/openapi.json` and `/docs`, for any `HttpRouter`, with a body limit of
+ * `maxBodyBytes`. Needs `AdminAuth`, `WebhookSubscriptions`, `Permissions`, the pool,
+ * `PushConfig` when push is on (registrations), and the HTTP platform services a Node server provides.
+ */
+export const routesWith = (options: RoutesOptions = {}) =>
+  Layer.mergeAll(
+    HttpApiBuilder.layer(AdminApi, { openapiPath: "/openapi.json" }),
+    HttpApiScalar.layer(AdminApi, { path: "/docs" }),
+  ).pipe(
+    Layer.provide(AdminHandlers.layer),
+    Layer.provide([
+      authorizationLayer,
+      requestErrorsLayer,
+      requestBodiesLayer(options.maxBodyBytes ?? defaultMaxBodyBytes),
+      unexpectedLayer,
+    ]),
+  )
+
+/** `routesWith` the default body limit (1 MiB). */
+export const routes = routesWith()
+
+export interface ServeOptions<R> extends RoutesOptions {
   /** More routes on the same server (the status page's). */
   readonly extra?: Layer.Layer<never, never, R>
   /** Hears the bound URL once the server listens (port 0 resolved), besides the start line. */
@@ -69,7 +101,8 @@ export const layer = <R = never>(address: ListenAddress.ListenAddress, options: 
         return yield* new AdminTokenRequired({ address: ListenAddress.format(address.value) })
       }
       const extra = options.extra ?? (Layer.empty as Layer.Layer<never, never, R>)
-      return ListenAddress.serve(address, Layer.mergeAll(routes, StatusPage.layer({ auth }), extra), {
+      const api = routesWith(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
+      return ListenAddress.serve(address, Layer.mergeAll(api, StatusPage.layer({ auth }), extra), {
         announce: (url) =>
           Effect.andThen(
             Effect.logInfo(`admin API served on ${url} (status page: ${url}/, docs: ${url}/docs)`),

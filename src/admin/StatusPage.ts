@@ -138,7 +138,7 @@ const sections = (
 <section id="consumers"><h2>Consumers</h2>${consumers(status.consumers)}</section>
 <section id="subscriptions"><h2>Webhook subscriptions</h2>${subscriptionGroups(status.subscriptions)}
 ${subscriptions.length === 0 ? "" : html`<h2>Subscriptions, those needing a look first</h2>${subscriptionRows(subscriptions)}`}</section>
-<section id="attempts"><h2>Recent delivery attempts</h2>${attemptRows(attempts)}</section>
+<section id="attempts"><h2>Recent delivery attempts, newest first</h2>${attemptRows(attempts)}</section>
 <section id="jobs"><h2>Jobs by state</h2>${jobRows(status.jobs)}</section>
 <section id="other"><h2>Push and the log</h2><p>push registrations: ${status.pushRegistrations ?? "none (push is not set up in this database)"};
 event_log partitions: ${status.partitions.count} days kept, ${status.partitions.daysAhead} days ahead</p></section>`

@@ -13,9 +13,16 @@ import * as LogFormat from "../ops/LogFormat.ts"
 import * as Database from "../platform/Database.ts"
 import * as PushAudience from "../push/PushAudience.ts"
 
-/** On the migrated pool, logs on standard error. */
+/**
+ * On the pool once the schema is checked (never migrated: an older fleet may run on it), logs on
+ * standard error.
+ */
 const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  effect.pipe(Effect.provide(Database.migrate), Effect.provide(Database.layer), Effect.provide(LogFormat.layerStderr()))
+  effect.pipe(
+    Effect.provide(Database.checkMigrated),
+    Effect.provide(Database.layer),
+    Effect.provide(LogFormat.layerStderr()),
+  )
 
 const json = Flag.Boolean("json").pipe(Flag.withDescription("print JSON"), Flag.withDefault(false))
 const principal = Flag.String("principal").pipe(Flag.withDescription("the principal (a user, a team, a tenant)"))

@@ -5,7 +5,11 @@
  * `DeliveryResend`, `PushRegistrations`), as the operator; tables for people, `--json` (the API's
  * shapes, from `AdminSchemas`) for scripts.
  *
- * Migrations are applied first, so a command works on a fresh database too. A re-send or a
+ * No command migrates: each first checks that the schema is at this bothy's latest migration
+ * (`Database.checkMigrated`) and otherwise stops with one line naming the missing migration and
+ * saying to run `bothy migrate`. A newer CLI must not upgrade a database under an older fleet,
+ * whether the command reads or writes (a write against an older schema would fail half-way
+ * anyway); upgrading is `bothy migrate`'s decision, taken with the workers. A re-send or a
  * recovery makes deliveries pending; a running worker sends them.
  */
 import { join } from "node:path"
@@ -15,7 +19,9 @@ import * as AdminSchemas from "../admin/AdminSchemas.ts"
 import * as LogFormat from "../ops/LogFormat.ts"
 import * as StatusReport from "../ops/StatusReport.ts"
 import * as Database from "../platform/Database.ts"
+import { firstIssue } from "../platform/FieldIssue.ts"
 import * as PushConfig from "../push/PushConfig.ts"
+import * as PushRegistration from "../push/PushRegistration.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
 import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
@@ -33,16 +39,20 @@ export const loadWebhookSettings = Effect.gen(function* () {
   return yield* WebhookConfig.load(key)
 })
 
-/** The pool (migrated) and `WebhookSubscriptions` on it, for the length of one command. */
+/** The pool (its schema checked, never changed) and `WebhookSubscriptions` on it, for one command. */
 const WebhooksLive = Layer.unwrap(
   Effect.map(loadWebhookSettings, (settings) =>
     WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.WebhookConfig.layerWith(settings))),
   ),
-).pipe(Layer.provideMerge(Database.migrate), Layer.provideMerge(Database.layer))
+).pipe(Layer.provideMerge(Database.checkMigrated), Layer.provideMerge(Database.layer))
 
-/** Runs a command on the migrated pool (and `WebhookSubscriptions`), its logs on standard error. */
+/** Runs a command on the checked pool (or also `WebhookSubscriptions`), its logs on standard error. */
 const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  effect.pipe(Effect.provide(Database.migrate), Effect.provide(Database.layer), Effect.provide(LogFormat.layerStderr()))
+  effect.pipe(
+    Effect.provide(Database.checkMigrated),
+    Effect.provide(Database.layer),
+    Effect.provide(LogFormat.layerStderr()),
+  )
 const withWebhooks = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   effect.pipe(Effect.provide(WebhooksLive), Effect.provide(LogFormat.layerStderr()))
 
@@ -425,9 +435,18 @@ const createRegistration = Command.make(
   },
   ({ principal, subscription, json }) =>
     Effect.gen(function* () {
+      // The API's shape, as strictly as the API reads it: a misspelt key is named, never dropped.
+      const input = yield* Schema.decodeUnknownEffect(AdminSchemas.PushSubscriptionJson)(subscription, {
+        onExcessProperty: "error",
+        errors: "all",
+      }).pipe(
+        Effect.mapError(
+          (e) => new PushRegistration.InvalidPushRegistration({ ...firstIssue(e, "subscription"), reason: "BadShape" }),
+        ),
+      )
       // Registering checks the endpoint against the push-service hosts: push must be on.
       const settings = yield* PushConfig.loadOn
-      const registered = yield* PushRegistrations.register(principal, subscription).pipe(
+      const registered = yield* PushRegistrations.register(principal, input).pipe(
         Effect.provideService(PushConfig.PushConfig, settings),
       )
       yield* print(

@@ -82,15 +82,17 @@ const pushConsumer = (settings: Settings, push: Option.Option<PushSettings>) =>
       ).pipe(Layer.provide(Layer.merge(PushConfig.layerWith(push), PushAudience.layer))),
   })
 
-/** Where the admin API listens and its operator token (`admin.address`, `admin.token`). */
+/** Where the admin API listens, its operator token and body limit (`admin.address`, `admin.token`, `admin.max_body_bytes`). */
 export interface AdminSettings {
   readonly address: ListenAddress
   readonly token: Option.Option<Redacted.Redacted<string>>
+  /** Absent: 1 MiB. */
+  readonly maxBodyBytes?: number
 }
 
 /** The admin API on its address, over the worker's pool and permissions; push registrations when push is on. */
 const adminServer = (admin: AdminSettings, push: Option.Option<PushSettings>) =>
-  AdminServer.layer(admin.address).pipe(
+  AdminServer.layer(admin.address, admin.maxBodyBytes === undefined ? {} : { maxBodyBytes: admin.maxBodyBytes }).pipe(
     Layer.provide(WebhookSubscriptions.layer),
     Layer.provide(Layer.succeed(AdminAuth, AdminAuth.token(admin.token))),
     Layer.provide(Option.match(push, { onNone: () => Layer.empty, onSome: PushConfig.layerWith })),

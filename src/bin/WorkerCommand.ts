@@ -24,7 +24,11 @@ export const load = Effect.gen(function* () {
   const webhooks = yield* AdminCommands.loadWebhookSettings
   const push = yield* PushConfig.load(webhooks.policy)
   const metrics = yield* MetricsEndpoint.loadAddress
-  const admin: Worker.AdminSettings = { address: yield* AdminServer.loadAddress, token: yield* AdminAuth.loadToken }
+  const admin: Worker.AdminSettings = {
+    address: yield* AdminServer.loadAddress,
+    token: yield* AdminAuth.loadToken,
+    maxBodyBytes: yield* AdminServer.loadMaxBodyBytes,
+  }
   const tracing = yield* Tracing.load
   return { settings, webhooks, push, metrics, admin, tracing }
 })

@@ -242,10 +242,10 @@ export interface AttemptStatus {
 }
 
 /**
- * The attempts of the newest deliveries, up to `limit`, newest first: the attempts' primary key
- * (delivery, number) read backwards, so the cost is `limit` rows whatever the history's size. A
- * retry of an older delivery while newer ones went out falls behind them here; its subscription's
- * oldest pending delivery (`subscriptionList`) shows it instead.
+ * The newest attempts, up to `limit`, by when they started, newest first: a retry of an old
+ * delivery is as recent as it is, not filed behind the later deliveries' first attempts. The
+ * index on `started_at` (migration 0020) makes it `limit` rows whatever the history's size; ties
+ * go to the later delivery and attempt.
  */
 export const recentAttempts = Effect.fn("Status.recentAttempts")(function* (limit: number) {
   const sql = yield* SqlClient.SqlClient
@@ -253,10 +253,12 @@ export const recentAttempts = Effect.fn("Status.recentAttempts")(function* (limi
     SELECT a.delivery_id AS "deliveryId", a.number, a.started_at AS "startedAt", a.duration_ms AS "durationMs",
            a.status, a.error_class AS "errorClass", left(a.response_body, 200) AS "responseBody",
            d.subscription_id::text AS subscription, s.url, d.event_seq AS "eventSeq", d.state AS "deliveryState"
-    FROM (SELECT * FROM webhook_attempts ORDER BY delivery_id DESC, number DESC LIMIT ${limit}) AS a
+    FROM (
+      SELECT * FROM webhook_attempts ORDER BY started_at DESC, delivery_id DESC, number DESC LIMIT ${limit}
+    ) AS a
     JOIN webhook_deliveries AS d ON d.id = a.delivery_id
     JOIN webhook_subscriptions AS s ON s.id = d.subscription_id
-    ORDER BY a.delivery_id DESC, a.number DESC`
+    ORDER BY a.started_at DESC, a.delivery_id DESC, a.number DESC`
 })
 
 /** Reads the whole status; every part is one statement (the consumers' one per lagging consumer as well). Fails with `SchemaNotMigrated` on a database bothy never migrated. */

@@ -104,3 +104,10 @@ export const migrate = Layer.effectDiscard(
     ),
   ),
 )
+
+/**
+ * Checks, while the layer is built, that the schema is at this bothy's latest migration, and
+ * changes nothing: `SchemaNotCurrent` names what is missing and says to run `bothy migrate`. For
+ * commands that must not migrate a database an older fleet may still run (the admin CLI).
+ */
+export const checkMigrated = Layer.effectDiscard(Migrations.check)

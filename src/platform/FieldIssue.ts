@@ -24,8 +24,49 @@ export const fieldPath = (root: string, path: ReadonlyArray<PropertyKey>): strin
 
 const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
 
-/** The first problem of a failed decode, under `root` (`args` for a job's args, say). */
+/**
+ * The paths of the keys a decode with `onExcessProperty: "error"` found and no schema declares
+ * (`eventType` where `eventTypes` was meant), in input order.
+ */
+export const unknownFields = (issue: SchemaIssue.Issue): ReadonlyArray<ReadonlyArray<PropertyKey>> => {
+  const found: Array<ReadonlyArray<PropertyKey>> = []
+  const walk = (at: SchemaIssue.Issue, path: ReadonlyArray<PropertyKey>): void => {
+    switch (at._tag) {
+      case "UnexpectedKey":
+        found.push(path)
+        return
+      case "Pointer":
+        walk(at.issue, [...path, ...at.path])
+        return
+      case "Filter":
+      case "Encoding":
+        walk(at.issue, path)
+        return
+      case "Composite":
+      case "AnyOf":
+        for (const inner of at.issues) walk(inner, path)
+        return
+      default:
+        return
+    }
+  }
+  walk(issue, [])
+  return found
+}
+
+/**
+ * The first problem of a failed decode, under `root` (`args` for a job's args, say). Keys the
+ * schema does not declare come first and all of them are named in `detail`: a misspelt field is
+ * the likeliest mistake, and the one a caller otherwise never hears of.
+ */
 export const firstIssue = (error: Schema.SchemaError, root = ""): FieldIssue => {
+  const unknown = unknownFields(error.issue).map((path) => fieldPath(root, path))
+  if (unknown.length > 0) {
+    return {
+      field: unknown[0]!,
+      detail: `unknown field${unknown.length === 1 ? "" : "s"} ${unknown.join(", ")}: not part of this input (check the spelling)`,
+    }
+  }
   const [first] = formatter(error.issue).issues
   if (first === undefined) return { field: root, detail: error.message }
   return { field: fieldPath(root, first.path as ReadonlyArray<PropertyKey>), detail: first.message }

@@ -5,9 +5,13 @@
  * Migrations are imported statically rather than read from a folder at run time: the same record
  * then works from the TypeScript sources and from the built `dist/`, with no file-system service.
  * A test checks that every file in `migrations/` is listed here.
+ *
+ * Only `run` changes the schema (`bothy migrate`, `bothy worker`, a host's start). Commands that
+ * work on a database some fleet runs (the admin CLI) `check` instead: a newer bothy must never
+ * migrate a database under workers that do not know the new schema.
  */
-import { Effect } from "effect"
-import { Migrator } from "effect/sql"
+import { Effect, Schema } from "effect"
+import { Migrator, SqlClient } from "effect/sql"
 import eventLog from "../../migrations/0001_event_log.ts"
 import eventConsumerCursors from "../../migrations/0002_event_consumer_cursors.ts"
 import jobs from "../../migrations/0003_jobs.ts"
@@ -25,6 +29,7 @@ import retention from "../../migrations/0015_retention.ts"
 import webhookOptions from "../../migrations/0016_webhook_options.ts"
 import eventLogHourlyLeaves from "../../migrations/0017_event_log_hourly_leaves.ts"
 import retentionLease from "../../migrations/0018_retention_lease.ts"
+import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_started.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -44,6 +49,7 @@ export const migrations = {
   "0016_webhook_options": webhookOptions,
   "0017_event_log_hourly_leaves": eventLogHourlyLeaves,
   "0018_retention_lease": retentionLease,
+  "0020_webhook_attempts_started": webhookAttemptsStarted,
 } as const
 
 /** The table in which the migrator records applied migrations. */
@@ -54,3 +60,39 @@ export const run = Migrator.make({})({
   loader: Migrator.fromRecord(migrations),
   table: migrationsTable,
 }).pipe(Effect.withSpan("Migrations.run"))
+
+/**
+ * The database lacks migrations this bothy has (`missing`, by name, in order): a command that does
+ * not migrate refuses to work on it.
+ */
+export class SchemaNotCurrent extends Schema.TaggedError<SchemaNotCurrent>()("SchemaNotCurrent", {
+  missing: Schema.Array(Schema.String),
+}) {
+  override get message() {
+    const [first, ...more] = this.missing
+    const which =
+      more.length === 0
+        ? `migration ${first} is not applied`
+        : `migrations ${first} to ${more.at(-1)} (${this.missing.length}) are not applied`
+    return `the database schema is older than this bothy: ${which}; run \`bothy migrate\` first (this command never changes the schema)`
+  }
+}
+
+/**
+ * The migrations `run` would apply now, by name: those above the highest id the database records
+ * (the migrator's own rule), all of them on a database bothy never migrated.
+ */
+export const pending = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const [table] = yield* sql<{ present: boolean }>`SELECT to_regclass(${migrationsTable}) IS NOT NULL AS present`
+  const applied =
+    table?.present === true
+      ? ((yield* sql<{ id: number | null }>`SELECT max(migration_id) AS id FROM ${sql(migrationsTable)}`)[0]?.id ?? 0)
+      : 0
+  return Object.keys(migrations).filter((name) => Number(name.slice(0, 4)) > applied)
+}).pipe(Effect.withSpan("Migrations.pending"))
+
+/** Fails with `SchemaNotCurrent`, naming what is missing, unless every migration of this bothy is applied. */
+export const check = Effect.flatMap(pending, (missing) =>
+  missing.length === 0 ? Effect.void : Effect.fail(new SchemaNotCurrent({ missing })),
+)

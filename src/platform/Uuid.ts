@@ -7,6 +7,6 @@ import { Schema } from "effect"
 
 const pattern = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i
 
-export const Uuid = Schema.String.check(Schema.isPattern(pattern))
+export const Uuid = Schema.String.check(Schema.isPattern(pattern, { message: "expected a UUID" }))
 
 export const isUuid = (text: string): boolean => pattern.test(text)

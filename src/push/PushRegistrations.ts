@@ -78,8 +78,11 @@ export class RegistrationNotFound extends Schema.TaggedError<RegistrationNotFoun
   }
 }
 
+/** The largest int8: a larger id names no row, and binding it would be an SQL error. */
+const maxId = 2n ** 63n - 1n
+
 const idOf = (id: string) =>
-  /^[1-9]\d{0,18}$/.test(id) ? Effect.succeed(id) : Effect.fail(new RegistrationNotFound({ id }))
+  /^[1-9]\d{0,18}$/.test(id) && BigInt(id) <= maxId ? Effect.succeed(id) : Effect.fail(new RegistrationNotFound({ id }))
 
 /** One registration by its id. */
 export const get = Effect.fn("PushRegistrations.get")(function* (id: string) {

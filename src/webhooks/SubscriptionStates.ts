@@ -28,6 +28,17 @@ export const disable = Effect.fn("SubscriptionStates.disable")(function* (
   ids: ReadonlyArray<string>,
   cause: DisabledCause,
 ) {
+  const disabled = yield* stop(ids, cause)
+  yield* disabledCount(cause, disabled.length)
+  if (disabled.length > 0) yield* logDisabled(disabled, cause)
+  return disabled
+})
+
+/**
+ * What `disable` does in the database, without its metric and log line: for a subscription about
+ * to be deleted, which is deleted (and logged so), not disabled.
+ */
+export const stop = Effect.fn("SubscriptionStates.stop")(function* (ids: ReadonlyArray<string>, cause: DisabledCause) {
   if (ids.length === 0) return []
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<{ id: string }>`
@@ -44,10 +55,7 @@ export const disable = Effect.fn("SubscriptionStates.disable")(function* (
       RETURNING w.subscription_id
     )
     SELECT id::text FROM off`
-  yield* disabledCount(cause, rows.length)
-  const disabled = rows.map((r) => r.id)
-  if (disabled.length > 0) yield* logDisabled(disabled, cause)
-  return disabled
+  return rows.map((r) => r.id)
 })
 
 /**

@@ -36,7 +36,7 @@ import { ExtraHeaders, normalize, RateLimit } from "./SubscriptionOptions.ts"
 import { type Resumed, resume, type SeqNotInLog } from "./SubscriptionResume.ts"
 import type { RetryNow } from "./SubscriptionRetry.ts"
 import * as SubscriptionRetry from "./SubscriptionRetry.ts"
-import { type DisabledCause, disable } from "./SubscriptionStates.ts"
+import { type DisabledCause, disable, stop } from "./SubscriptionStates.ts"
 import { WebhookConfig } from "./WebhookConfig.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
 
@@ -310,16 +310,18 @@ export class WebhookSubscriptions extends Context.Service<
         return secret
       })
 
-      // Disabled first, so no round adds deliveries while the history goes, batch by batch.
+      // Stopped first (as a disable does, but neither counted nor logged as one), so no round adds
+      // deliveries while the history goes, batch by batch; the one line says it was deleted.
       const remove = Effect.fn("WebhookSubscriptions.remove")(function* (id: string) {
-        yield* get(id)
+        const subscription = yield* get(id)
         yield* Effect.provideService(
-          Effect.andThen(disable([id], "manual" satisfies DisabledCause), DeliveryHistory.removeAllOf(id)),
+          Effect.andThen(stop([id], "manual" satisfies DisabledCause), DeliveryHistory.removeAllOf(id)),
           SqlClient.SqlClient,
           sql,
         )
         const rows = yield* sql`DELETE FROM webhook_subscriptions WHERE id = ${id}::uuid RETURNING id`
         yield* found(id, rows.length)
+        yield* Effect.logInfo(`webhooks: subscription ${id} of ${subscription.owner} deleted with its delivery history`)
       })
 
       const retryNow = (id: string) =>

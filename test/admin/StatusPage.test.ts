@@ -160,3 +160,40 @@ layer(TestDatabase.layerEmpty(), { excludeTestServices: true })(
     )
   },
 )
+
+layer(TestWebhooks.layer(), { excludeTestServices: true })("the status page's attempts", (it) => {
+  it.effect(
+    "StatusPageAttemptsByTime: recent attempts are listed by when they started, newest first: a retry of an older delivery comes before the first attempt of a later one",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const sub = yield* TestWebhooks.subscribe("time-owner", "http://127.0.0.1:9/t", ["time-space"])
+        yield* TestWebhooks.append("time-space", { i: 1 })
+        yield* TestWebhooks.append("time-space", { i: 2 })
+        yield* TestWebhooks.round()
+        const [older, newer] = yield* sql<{ id: bigint }>`
+          SELECT id FROM webhook_deliveries WHERE subscription_id = ${sub.id}::uuid ORDER BY id`
+        const at = (seconds: number) => new Date(Date.UTC(2026, 11, 1, 12, 0, seconds))
+        // The older delivery failed, the newer one went out, then the older one's retry.
+        const attempts: ReadonlyArray<readonly [bigint, number, Date, number]> = [
+          [older!.id, 1, at(0), 503],
+          [newer!.id, 1, at(10), 200],
+          [older!.id, 2, at(20), 200],
+        ]
+        for (const [delivery, number, startedAt, status] of attempts) {
+          yield* sql`
+            INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status)
+            VALUES (${delivery}, ${number}, ${startedAt}, 5, ${status})`
+        }
+        const html = yield* StatusPage.render({ attempts: 10 })
+        const section = html.slice(html.indexOf('<section id="attempts">'))
+        const listed = [...section.matchAll(/<td>(\d{4}-[^<]+)<\/td>/g)].map((m) => m[1])
+        assert.deepStrictEqual(
+          listed,
+          [at(20), at(10), at(0)].map((d) => d.toISOString()),
+        )
+        const rows = [...section.matchAll(/data-delivery="(\d+)"/g)].map((m) => m[1])
+        assert.deepStrictEqual(rows, [String(older!.id), String(newer!.id), String(older!.id)])
+      }),
+  )
+})

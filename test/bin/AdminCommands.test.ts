@@ -1,6 +1,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
+import * as Migrations from "../../src/platform/Migrations.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 import * as WorkerProcess from "../support/WorkerProcess.ts"
@@ -152,5 +153,70 @@ describe("bothy subscriptions", () => {
       }),
     // Some twenty processes, each loading the whole command: a guard against a hang, not a speed target.
     { timeout: 300_000 },
+  )
+
+  it.live(
+    "CliChecksSchemaNeverMigrates: against a database an older fleet runs (its latest migration missing), read-only and writing commands stop with one line naming the migration and saying to run bothy migrate, and change nothing; after bothy migrate they work; a misspelt key in --subscription JSON is named",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* TestDatabase.cloneForProcesses("cli_old")
+        const bothy = commandLine(url, WorkerProcess.rawKey())
+        const sql = yield* Effect.map(
+          Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
+          Context.get(PgClient.PgClient),
+        )
+        // The database as the fleet before the latest migration left it.
+        const latest = Object.keys(Migrations.migrations).at(-1)!
+        const latestId = Number(latest.slice(0, 4))
+        yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
+        yield* sql`DROP INDEX webhook_attempts_started`
+        const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
+          Effect.map((rows) => rows[0]!.n),
+        )
+        const before = yield* applied
+
+        const expected = `bothy: the database schema is older than this bothy: migration ${latest} is not applied; run \`bothy migrate\` first (this command never changes the schema)`
+        for (const args of [
+          ["subscriptions", "list"],
+          ["subscriptions", "show", "0b9f6a2e-3c1d-4c5b-9a57-3f1f0f6c2d11", "--json"],
+          ["deliveries", "list", "0b9f6a2e-3c1d-4c5b-9a57-3f1f0f6c2d11"],
+          ["registrations", "list", "--principal", "p"],
+          ["subscriptions", "create", "--owner", "o", "--url", "http://127.0.0.1:9/o", "--scope", "s"],
+        ]) {
+          const out = yield* bothy(args)
+          assert.strictEqual(out.code, 1, `${args.join(" ")}: ${out.stdout}`)
+          assert.strictEqual(out.stderr.trim().split("\n").at(-1), expected, args.join(" "))
+          assert.strictEqual(out.stdout, "")
+        }
+        assert.strictEqual(yield* applied, before, "no command migrated")
+        const [rows] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_subscriptions`
+        assert.strictEqual(rows?.n, 0, "the write did not happen")
+
+        // bothy migrate is the one that upgrades; then the commands work.
+        const migrated = yield* bothy(["migrate"])
+        assert.strictEqual(migrated.code, 0, migrated.stderr)
+        assert.strictEqual(yield* applied, before + 1)
+        assert.deepStrictEqual(jsonOf(yield* bothy(["subscriptions", "list", "--json"])), { items: [], next: null })
+
+        // The CLI's JSON input is read as strictly as the API's bodies.
+        const typo = yield* bothy([
+          "registrations",
+          "create",
+          "--principal",
+          "p",
+          "--subscription",
+          JSON.stringify({
+            endpoint: "https://push.example/x",
+            keys: { p256dh: "a", auth: "b" },
+            expirationtime: null,
+          }),
+        ])
+        assert.strictEqual(typo.code, 1)
+        assert.match(
+          typo.stderr,
+          /^bothy: push registration refused at subscription\.expirationtime \(BadShape\): unknown field subscription\.expirationtime/m,
+        )
+      }),
+    { timeout: 180_000 },
   )
 })

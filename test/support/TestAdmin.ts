@@ -8,11 +8,16 @@ import { AdminAuth, type AdminAuthShape } from "../../src/admin/AdminAuth.ts"
 import * as AdminServer from "../../src/admin/AdminServer.ts"
 
 /** Serves the admin API with `auth` on 127.0.0.1:0 for the rest of the scope; its base URL. */
-export const serve = (auth: AdminAuthShape, address = { host: "127.0.0.1", port: 0 }) =>
+export const serve = (
+  auth: AdminAuthShape,
+  address = { host: "127.0.0.1", port: 0 },
+  options: AdminServer.RoutesOptions = {},
+) =>
   Effect.gen(function* () {
     const served = yield* Deferred.make<string>()
     yield* Layer.build(
       AdminServer.layer(Option.some(address), {
+        ...options,
         onServed: (url) => Deferred.succeed(served, url).pipe(Effect.asVoid),
       }).pipe(Layer.provide(Layer.succeed(AdminAuth, auth))),
     )

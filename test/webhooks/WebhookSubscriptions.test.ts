@@ -1,5 +1,5 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer, Queue, Redacted, type Schema } from "effect"
+import { Duration, Effect, Layer, Logger, Queue, Redacted, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Webhook } from "standardwebhooks"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
@@ -298,5 +298,33 @@ layer(Live, { excludeTestServices: true })("WebhookSubscriptions", (it) => {
         const missing = yield* Effect.flip(webhooks.update("00000000-0000-4000-8000-000000000000", { rateLimit: 1 }))
         assert.strictEqual(missing._tag, "SubscriptionNotFound")
       }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "SubscriptionDeleteLogsDeleted: deleting a subscription logs one line saying it was deleted, never that it was disabled with cause manual; disabling one still says that",
+    () =>
+      Effect.gen(function* () {
+        const webhooks = yield* WebhookSubscriptions
+        const lines: Array<string> = []
+        const capture = Logger.layer(
+          [
+            Logger.make(({ message }) => {
+              lines.push((Array.isArray(message) ? message : [message]).map(String).join(" "))
+            }),
+          ],
+          { mergeWithExisting: true },
+        )
+        const active = yield* subscribe("del-owner", "http://127.0.0.1:9/a", ["del-space"])
+        const disabled = yield* subscribe("del-owner", "http://127.0.0.1:9/b", ["del-space"])
+        yield* webhooks.disable(disabled.id).pipe(Effect.provide(capture))
+        assert.deepStrictEqual(lines, [`webhooks: subscription ${disabled.id} disabled with cause manual`])
+        lines.length = 0
+        for (const id of [active.id, disabled.id]) yield* webhooks.remove(id).pipe(Effect.provide(capture))
+        assert.deepStrictEqual(lines, [
+          `webhooks: subscription ${active.id} of del-owner deleted with its delivery history`,
+          `webhooks: subscription ${disabled.id} of del-owner deleted with its delivery history`,
+        ])
+        assert.strictEqual((yield* Effect.flip(webhooks.get(active.id)))._tag, "SubscriptionNotFound")
+      }),
   )
 })
