@@ -52,6 +52,7 @@ import * as JobFence from "./JobFence.ts"
 import * as JobFetcher from "./JobFetcher.ts"
 import type { JobKind } from "./JobKind.ts"
 import * as JobLease from "./JobLease.ts"
+import * as JobLiveness from "./JobLiveness.ts"
 import * as JobMaintenance from "./JobMaintenance.ts"
 import * as JobsInHand from "./JobsInHand.ts"
 import * as JobWatchdog from "./JobWatchdog.ts"
@@ -123,6 +124,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
       const sentAt = yield* Clock.currentTimeMillis
       yield* JobLease.renew(id, leaseMillis)
       const fence = JobFence.make({ workerId: id, leaseMillis, sentAt })
+      const liveness = yield* JobLiveness.make(id, fence)
       // Every outcome waiting when the completer is free goes out in one statement.
       const inHand = JobsInHand.make()
       const completer = yield* JobCompleter.make({
@@ -151,6 +153,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         completer,
         fence,
         inHand,
+        liveness,
         completedRetentionMillis: Duration.toMillis(options.completedRetention ?? Duration.hours(1)),
         deadRetentionMillis: Duration.toMillis(options.deadRetention ?? Duration.days(7)),
         cleanerInterval: options.cleanerInterval ?? Duration.minutes(1),

@@ -181,7 +181,11 @@ const ownRole = Effect.gen(function* () {
   const letIn = sql.unsafe(`ALTER ROLE "${name}" LOGIN`)
   return {
     pool: PgClient.layer({ url: Redacted.make(url.toString()) }),
-    /** Until `letIn`, or the test's end (before its workers stop, should it fail first). */
+    /**
+     * Until `letIn`, or the test's end (before its workers stop, should it fail first). The LISTEN
+     * connection is spared: its process lives, and a backend gone would fence the worker at once
+     * (`JobLiveness`), where this is about the lease.
+     */
     shutOut: Effect.gen(function* () {
       yield* sql.unsafe(`ALTER ROLE "${name}" NOLOGIN`)
       yield* Effect.addFinalizer(() => Effect.orDie(letIn))
@@ -192,7 +196,8 @@ const ownRole = Effect.gen(function* () {
         eventually(
           sql<{ n: number }>`
             SELECT count(*)::int AS n FROM (
-              SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = ${name}) AS t`,
+              SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+              WHERE usename = ${name} AND application_name <> 'bothy-listen') AS t`,
           (rows) => rows[0]!.n === 0,
           { what: "no connection of the shut-out role left", within: "20 seconds", every: "100 millis" },
         ),
