@@ -16,9 +16,10 @@
  * true from the moment a record of a backend is sent until a record of none is confirmed: a record
  * whose answer was lost may have committed.
  */
-import { Clock, Duration, Effect, Option, Queue } from "effect"
+import { Cause, Clock, Duration, Effect, Option, Queue } from "effect"
 import { SqlClient } from "effect/sql"
 import { type Backend, NotificationStream, type SessionEvent } from "../platform/NotificationStream.ts"
+import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import type { Gone } from "./JobBackendRescue.ts"
 import type { JobFence } from "./JobFence.ts"
 
@@ -43,6 +44,8 @@ export const make = (workerId: string, fence: JobFence) =>
   Effect.gen(function* () {
     const stream = yield* NotificationStream
     const wanted = yield* Queue.sliding<void>(1)
+    // Retried every `retryDelay` while the database is away: one line a minute says so.
+    const warn = ThrottledWarnings.make("1 minute")
     // The session's backend, or undefined while there is no session.
     let current: Option.Option<Backend> | undefined
     // Bumped by every session event: a record confirmed after one is not the current backend's.
@@ -79,7 +82,7 @@ export const make = (workerId: string, fence: JobFence) =>
           }),
         ),
         Effect.catchCause((cause) =>
-          Effect.logWarning("jobs: recording this worker's backend failed; trying again", cause).pipe(
+          warn("record", `jobs: recording this worker's backend failed; trying again: ${Cause.pretty(cause)}`).pipe(
             Effect.andThen(Effect.sleep(retryDelay)),
             Effect.andThen(Queue.offer(wanted, undefined)),
           ),
