@@ -115,7 +115,7 @@ export const make = (options: { readonly workerId: string; readonly leaseMillis:
         return Metric.update(JobMetrics.fenced, 1).pipe(
           Effect.andThen(
             Effect.logError(
-              `jobs: worker ${workerId} ${why}: it stops its running jobs and claims none until it has recorded a new backend, since other workers put the jobs of a worker whose backend is gone back`,
+              `jobs: worker ${workerId} ${why}: it stops its running jobs and claims none until it has recorded a new backend, as other workers soon put back the jobs of a worker whose backend is gone`,
             ),
           ),
           Effect.andThen(Effect.forEach(stops, (stop) => stop, { discard: true })),
