@@ -41,22 +41,27 @@ import { WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 export const deliveryConcurrency = deliveryDefaults.maxInFlight
 
 /**
- * The delivery jobs as the worker runs them: the `webhooks` queue at `webhook.max_in_flight`, the
+ * The delivery jobs as the worker runs them, under the lease `jobs.lease`: the `webhooks` queue at `webhook.max_in_flight`, the
  * drain job with the per-owner cap and permission age from `WebhookConfig` and the recovery job
  * (`webhook.recover`, which the admin API and CLI insert); and, when push is on,
  * the `push` queue at `push.max_in_flight` with the `push.deliver` job.
  */
-export const deliveries = (push: Option.Option<PushSettings>) =>
+export const deliveries = (push: Option.Option<PushSettings>, jobs?: Settings["jobs"]) =>
   Layer.unwrap(
     Effect.gen(function* () {
       const config = yield* WebhookConfig
       const drain = yield* WebhookDrainer.make
       const recover = yield* DeliveryResend.make
       const concurrency = config.maxInFlight ?? deliveryConcurrency
-      const webhooks = { kinds: [drain, recover], queues: { [WebhookFanOut.queue]: { concurrency } } }
+      const webhooks = {
+        kinds: [drain, recover],
+        queues: { [WebhookFanOut.queue]: { concurrency } },
+        ...(jobs === undefined ? {} : { lease: jobs.lease }),
+      }
       if (Option.isNone(push)) return JobWorker.layer(webhooks)
       const deliver = yield* PushDelivery.make.pipe(Effect.provide(PushConfig.layerWith(push.value)))
       return JobWorker.layer({
+        ...webhooks,
         kinds: [...webhooks.kinds, deliver],
         queues: { ...webhooks.queues, [PushFanOut.queue]: { concurrency: push.value.maxInFlight } },
       })
@@ -114,7 +119,7 @@ export const layer = (
       cooldown: settings.consumer.cooldown,
     }),
     pushConsumer(settings, push),
-    deliveries(push),
+    deliveries(push, settings.jobs),
     adminServer(admin, push),
   ).pipe(
     Layer.provide(SealingKeyCheck.layer(webhooks.secretKey)),

@@ -30,6 +30,9 @@ const defaultTimeout = Duration.minutes(5)
 
 export const fencedMessage = "the worker stopped the job before its lease could lapse: the lease could not be renewed"
 
+export const backendLostMessage =
+  "the worker stopped the job because its backend may be gone, after which other workers put the job back"
+
 /** A kind's timeout (default 5 minutes), in milliseconds. */
 // biome-ignore lint/suspicious/noExplicitAny: kinds differ in their args and errors
 export const timeoutMillis = (kind: JobKind<any, any, any>) => Duration.toMillis(kind.timeout ?? defaultTimeout)
@@ -155,7 +158,12 @@ export const make = <R>(
             if (watch.stoppedBy === "timeout")
               return record(retryOrDiscard(job, errorOf(job, "timeout", timeoutMessage, now), now, retryDelay))
             watchdog.delete(watch)
-            const why = watch.stoppedBy === "fence" ? fencedMessage : "the worker shut down while the job ran"
+            const why =
+              watch.stoppedBy === "fence"
+                ? fencedMessage
+                : watch.stoppedBy === "backend"
+                  ? backendLostMessage
+                  : "the worker shut down while the job ran"
             const error = errorOf(job, "interrupted", why, now)
             completer.offer({
               id: job.id,

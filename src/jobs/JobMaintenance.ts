@@ -6,6 +6,9 @@
  *     after a twelfth of the lease, so that one lost connection does not cost the lease
  *   rescuer (every half lease): put back the jobs of workers whose lease expired; sample the
  *     runnable jobs per queue (`bothy.jobs.queue_depth`)
+ *   backend check (every `JobBackendRescue.checkInterval`, and when a sighting comes of age): look
+ *     for workers whose recorded backend is gone; this worker's own ──> stop its jobs at once
+ *     (`JobLiveness`); another's, gone for `JobBackendRescue.grace` ──> put its running jobs back
  *   cleaner (every `cleanerInterval`): remove finished jobs past their retention
  *
  * A worker whose outcomes cannot be recorded gives its jobs up: once the completer's batch in hand
@@ -15,12 +18,15 @@
  * lease; before it runs out, the fence stops the jobs still running. Both resume once the batch is
  * recorded.
  */
-import { Clock, Duration, Effect, Metric, Schedule } from "effect"
+import { Cause, Clock, Duration, Effect, Metric, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
+import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
+import * as JobBackendRescue from "./JobBackendRescue.ts"
 import * as JobCleaner from "./JobCleaner.ts"
 import type { JobCompleter } from "./JobCompleter.ts"
 import type { JobFence } from "./JobFence.ts"
 import * as JobLease from "./JobLease.ts"
+import type { JobLiveness } from "./JobLiveness.ts"
 import * as JobMetrics from "./JobMetrics.ts"
 import type { JobsInHand } from "./JobsInHand.ts"
 
@@ -30,6 +36,7 @@ export interface MaintenanceOptions {
   readonly completer: JobCompleter
   readonly fence: JobFence
   readonly inHand: JobsInHand
+  readonly liveness: JobLiveness
   readonly completedRetentionMillis: number
   readonly deadRetentionMillis: number
   readonly cleanerInterval: Duration.Input
@@ -117,6 +124,48 @@ const rescuer = ({ leaseMillis }: MaintenanceOptions) =>
     Effect.repeat(Schedule.spaced(Duration.millis(leaseMillis / 2))),
   )
 
+/**
+ * One backend check: this worker's own backend gone stops its jobs; others' gone for the grace get
+ * their jobs put back. Returns the millis until the next sighting comes of age, if one waits.
+ */
+const backendCheck = ({ workerId, liveness }: MaintenanceOptions) => {
+  const seen = JobBackendRescue.sightings()
+  const warn = ThrottledWarnings.make("1 minute")
+  return Effect.gen(function* () {
+    const found = yield* JobBackendRescue.gone()
+    for (const own of found.filter((g) => g.worker === workerId)) yield* liveness.ownBackendGone(own)
+    const now = yield* Clock.currentTimeMillis
+    const dead = seen.update(
+      now,
+      found.filter((g) => g.worker !== workerId),
+    )
+    const rescued = yield* JobBackendRescue.rescue(dead)
+    if (rescued.length > 0) {
+      yield* Metric.update(JobMetrics.rescued, rescued.length)
+      const workers = Array.from(new Set(rescued.map((r) => r.worker))).join(", ")
+      yield* Effect.logWarning(
+        `jobs: rescued ${rescued.length} jobs of workers whose backend is gone (${workers}): their process died or lost its connection`,
+      )
+    }
+    return seen.nextDue(yield* Clock.currentTimeMillis)
+  }).pipe(
+    Effect.catchCause((cause) =>
+      warn("backend", `jobs: looking for workers whose backend is gone failed: ${Cause.pretty(cause)}`).pipe(
+        Effect.as(undefined),
+      ),
+    ),
+  )
+}
+
+const backendChecks = (options: MaintenanceOptions) => {
+  const check = backendCheck(options)
+  const interval = Duration.toMillis(JobBackendRescue.checkInterval)
+  return check.pipe(
+    Effect.flatMap((due) => Effect.sleep(Duration.millis(Math.min(interval, due ?? interval)))),
+    Effect.forever,
+  )
+}
+
 const cleaner = (options: MaintenanceOptions) =>
   JobCleaner.clean(options.completedRetentionMillis, options.deadRetentionMillis).pipe(
     Effect.catchCause((cause) => Effect.logWarning("jobs: cleaner failed", cause)),
@@ -124,4 +173,9 @@ const cleaner = (options: MaintenanceOptions) =>
   )
 
 /** The maintenance tasks, to fork in the worker's scope; each runs until interrupted. */
-export const tasks = (options: MaintenanceOptions) => [heartbeat(options), rescuer(options), cleaner(options)]
+export const tasks = (options: MaintenanceOptions) => [
+  heartbeat(options),
+  rescuer(options),
+  backendChecks(options),
+  cleaner(options),
+]

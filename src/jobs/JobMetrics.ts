@@ -23,12 +23,14 @@ export const stale = attempts(
   "bothy.jobs.stale_outcomes",
   "outcomes ignored because the job was no longer this attempt's",
 )
-export const rescued = attempts("bothy.jobs.rescued", "running jobs of workers whose lease expired, put back")
+export const rescued = attempts(
+  "bothy.jobs.rescued",
+  "running jobs put back: of workers whose backend is gone (died) or whose lease expired (hung)",
+)
 
-/** Times this worker stopped its running jobs and claims because its lease could not be renewed in time (`JobFence`). */
+/** Times this worker stopped its running jobs and claims: its lease could not be renewed in time, or its backend was lost (`JobFence`). */
 export const fenced = Metric.counter("bothy.jobs.fenced", {
-  description:
-    "times this worker stopped its running jobs and its claims because its lease could not be renewed in time",
+  description: "times this worker stopped its running jobs and claims: lease not renewed in time, or backend lost",
   incremental: true,
 })
 

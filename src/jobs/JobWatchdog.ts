@@ -8,7 +8,8 @@
  *
  * An attempt it interrupted is marked with why (`stoppedBy`) before the interruption, so that the
  * executor tells a timeout (a failed attempt) from the fence and from shutdown (the job put back,
- * its attempt not spent). A timeout wins over the fence: that attempt failed either way.
+ * its attempt not spent). A timeout wins over the fence: that attempt failed either way. A fence
+ * for a lost backend (`JobFence.backendLost`) runs the check at once rather than at the next tick.
  */
 import { Clock, Duration, Effect, type Fiber } from "effect"
 import type { JobFence } from "./JobFence.ts"
@@ -17,7 +18,7 @@ import type { JobFence } from "./JobFence.ts"
 export interface Watch {
   readonly fiber: Fiber.Fiber<unknown, unknown>
   readonly deadline: number
-  stoppedBy: "timeout" | "fence" | undefined
+  stoppedBy: "timeout" | "fence" | "backend" | undefined
 }
 
 export interface JobWatchdog {
@@ -44,9 +45,11 @@ export const make = (timeoutsMillis: ReadonlyArray<number>, fence: JobFence): Jo
     for (const watch of watched) {
       if (watch.stoppedBy !== undefined) continue
       if (now >= watch.deadline) stop(watch, "timeout")
-      else if (fenced) stop(watch, "fence")
+      else if (fenced) stop(watch, fence.lostBackend() ? "backend" : "fence")
     }
   })
+  // A lost backend cannot wait for the next tick: other workers put the jobs back soon.
+  fence.onStop(check)
   return {
     add: (watch) => {
       watched.add(watch)

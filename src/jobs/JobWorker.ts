@@ -14,7 +14,10 @@
  *   JobFence: until when this worker's lease is surely live; within a sixth of the lease of that
  *     without a newer renewal, the worker stops its attempts and claims nothing until one succeeds
  *   JobMaintenance: heartbeat renews this worker's lease (not while outcomes are stuck); rescuer
- *     puts back jobs of workers whose lease expired, and samples queue depths; cleaner
+ *     puts back jobs of workers whose lease expired, and samples queue depths; backend check puts
+ *     back jobs of workers whose recorded backend is gone (`JobBackendRescue`); cleaner
+ *   JobLiveness: records the backend of the process's LISTEN connection in this worker's row, and
+ *     fences the worker the moment that backend may be gone
  *
  * Prefetch (per queue, off by default): a claim may also take up to `prefetch` jobs beyond the free
  * slots, which wait in the worker and start as slots free, without a round trip each. The held
@@ -52,6 +55,7 @@ import * as JobFence from "./JobFence.ts"
 import * as JobFetcher from "./JobFetcher.ts"
 import type { JobKind } from "./JobKind.ts"
 import * as JobLease from "./JobLease.ts"
+import * as JobLiveness from "./JobLiveness.ts"
 import * as JobMaintenance from "./JobMaintenance.ts"
 import * as JobMetrics from "./JobMetrics.ts"
 import * as JobsInHand from "./JobsInHand.ts"
@@ -64,7 +68,11 @@ export interface JobWorkerOptions<R> {
   readonly queues?: Readonly<Record<string, JobFetcher.QueueOptions>>
   /** Fetch without a notification this often (scheduled and retried jobs become due). Default 1 s. */
   readonly pollInterval?: Duration.Input
-  /** How long this worker's jobs survive its silence before they are rescued. Default 10 s. */
+  /**
+   * How long this worker's jobs survive its silence before they are rescued. Default 10 s. A
+   * worker whose process died is rescued sooner, by its backend (`JobBackendRescue`); the lease is
+   * for a hung one, and for workers behind a pooler.
+   */
   readonly lease?: Duration.Input
   /** How long shutdown lets running jobs finish before interrupting them. Default 10 s. */
   readonly shutdownTimeout?: Duration.Input
@@ -126,6 +134,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
       const sentAt = yield* Clock.currentTimeMillis
       yield* JobLease.renew(id, leaseMillis)
       const fence = JobFence.make({ workerId: id, leaseMillis, sentAt })
+      const liveness = yield* JobLiveness.make(id, fence)
       // Every outcome waiting when the completer is free goes out in one statement.
       const inHand = JobsInHand.make()
       const completer = yield* JobCompleter.make({
@@ -159,6 +168,7 @@ export const layer = <R>(options: JobWorkerOptions<R>) =>
         completer,
         fence,
         inHand,
+        liveness,
         completedRetentionMillis: Duration.toMillis(options.completedRetention ?? Duration.hours(1)),
         deadRetentionMillis: Duration.toMillis(options.deadRetention ?? Duration.days(7)),
         cleanerInterval: options.cleanerInterval ?? Duration.minutes(1),

@@ -31,6 +31,11 @@ export interface Settings {
    * commit serialized, or `post_commit`, numbered afterwards by a sequencer. Absent: `counter`.
    */
   readonly log?: { readonly sequencing: LogSequencing }
+  /**
+   * The job runtime (`JobWorker`): `lease`, how long a worker's jobs survive its silence (no
+   * renewal) before another worker puts them back. Absent: 10 s.
+   */
+  readonly jobs?: { readonly lease: Duration.Duration }
 }
 
 /**
@@ -194,6 +199,7 @@ export const defaults = {
   "consumer.pending_alert_after": "1h",
   "sync.event_retention": "7d",
   "log.sequencing": "counter",
+  "jobs.lease": "10s",
 } as const
 
 /** The documented bounds of each duration setting (README's configuration table), inclusive. */
@@ -210,6 +216,11 @@ export const durationBounds = {
   // The log is partitioned by day, so less than a day cannot be kept as asked; past ten years it
   // holds thousands of partitions, which PostgreSQL plans every query over.
   "sync.event_retention": { min: Duration.days(1), max: Duration.days(3650) },
+  // Renewals go out every third of the lease and a worker stops its jobs a sixth before it lapses:
+  // below 3 s that margin is half a second, which one slow statement or pause eats, stopping every
+  // job. A dead process's jobs come back within about a second whatever the lease (its backend is
+  // gone); the lease is how long a hung one holds them, and past 10 minutes that is too long.
+  "jobs.lease": { min: Duration.seconds(3), max: Duration.minutes(10) },
 } as const satisfies Record<string, DurationBounds>
 
 type DurationKey = keyof typeof durationBounds
@@ -255,6 +266,7 @@ export const check = (settings: Settings): Effect.Effect<Settings, InvalidConfig
     yield* bounded("consumer.cooldown", consumer.cooldown)
     yield* bounded("consumer.pending_alert_after", consumer.pendingAlertAfter)
     yield* bounded("sync.event_retention", sync.eventRetention)
+    if (settings.jobs !== undefined) yield* bounded("jobs.lease", settings.jobs.lease)
     if (settings.log !== undefined && !logSequencings.includes(settings.log.sequencing)) {
       return yield* new InvalidConfig({
         keys: ["log.sequencing"],
@@ -287,6 +299,7 @@ export const load: Effect.Effect<Settings, InvalidConfig> = Effect.gen(function*
     },
     sync: { eventRetention: yield* durationSetting("sync.event_retention") },
     log: { sequencing: yield* setting("log.sequencing", defaults["log.sequencing"], parseOneOf(logSequencings)) },
+    jobs: { lease: yield* durationSetting("jobs.lease") },
   }
   return yield* check(settings)
 })

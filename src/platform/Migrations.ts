@@ -29,6 +29,7 @@ import retention from "../../migrations/0015_retention.ts"
 import webhookOptions from "../../migrations/0016_webhook_options.ts"
 import eventLogHourlyLeaves from "../../migrations/0017_event_log_hourly_leaves.ts"
 import retentionLease from "../../migrations/0018_retention_lease.ts"
+import jobWorkerBackend from "../../migrations/0019_job_worker_backend.ts"
 import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_started.ts"
 
 export const migrations = {
@@ -49,6 +50,7 @@ export const migrations = {
   "0016_webhook_options": webhookOptions,
   "0017_event_log_hourly_leaves": eventLogHourlyLeaves,
   "0018_retention_lease": retentionLease,
+  "0019_job_worker_backend": jobWorkerBackend,
   "0020_webhook_attempts_started": webhookAttemptsStarted,
 } as const
 

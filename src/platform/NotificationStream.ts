@@ -13,6 +13,14 @@
  * (one lock). A subscription while connected returns once its channel is listened to (LISTEN is
  * confirmed), and only then wakes its subscriber with `Connected`; one while disconnected returns
  * at once, and the next connect listens on its channel before it wakes every subscriber.
+ *
+ * The connection is also the process's sign of life (`sessions`): it is open for the process's
+ * whole life, and PostgreSQL drops it the moment the process dies, so other processes can tell a
+ * dead process from a slow one by looking for its backend in `pg_stat_activity` (the job runtime
+ * does, `JobLiveness`). Each connect reads its backend's pid and `backend_start` (a pid alone can be
+ * reused); when the pid PostgreSQL reports is not the one the connection got at start-up, a pooler
+ * stands in between (PgBouncer, Supavisor and RDS Proxy hand out keys of their own), whose server
+ * connections outlive their clients, and the backend is reported as unknown.
  */
 import { PgClient, PgConnection } from "@effect/sql-pg"
 import {
@@ -28,7 +36,6 @@ import {
   Scope,
   Semaphore,
 } from "effect"
-import type { SqlError } from "effect/sql/SqlError"
 
 export type Wake =
   /** A notification on the channel, with its payload. */
@@ -37,6 +44,23 @@ export type Wake =
   | { readonly _tag: "Connected" }
 
 type Handler = (wake: Wake) => Effect.Effect<void>
+
+/**
+ * A PostgreSQL backend as `pg_stat_activity` shows it: its pid and when it started (ISO 8601 in
+ * UTC, to the microsecond, as PostgreSQL keeps it), which together never name another backend.
+ */
+export interface Backend {
+  readonly pid: number
+  readonly started: string
+}
+
+export type SessionEvent =
+  /** Connected and listening; `backend` is none when a pooler stands in between. */
+  | { readonly _tag: "Connected"; readonly backend: Option.Option<Backend> }
+  /** The connection is gone (or abandoned); a new one follows. */
+  | { readonly _tag: "Lost" }
+
+type SessionHandler = (event: SessionEvent) => Effect.Effect<void>
 
 /**
  * One line at warn (a lost connection is expected now and then, and retried), the whole cause at
@@ -63,13 +87,15 @@ interface Session {
   /** Where the LISTEN queues and their readers live: closed with the connection. */
   readonly scope: Scope.Scope
   readonly listening: Set<string>
-  /** Fails when a queue fails or a LISTEN does: the connection is gone. */
-  readonly lost: Deferred.Deferred<never, SqlError>
+  /** Fails when a queue fails or a LISTEN does (the connection is gone), or when it is abandoned. */
+  readonly lost: Deferred.Deferred<never, unknown>
+  readonly backend: Option.Option<Backend>
 }
 
 /** The process's subscriptions and its connection while it is live. */
 interface Registry {
   readonly handlers: Map<string, Set<Handler>>
+  readonly sessionHandlers: Set<SessionHandler>
   live: Session | undefined
   /**
    * Held by a subscription while it adds its channel, and by a connect from its LISTENs to its
@@ -83,6 +109,27 @@ const maxChannelBytes = 63
 
 const dispatch = (registry: Registry, channel: string, wake: Wake) =>
   Effect.forEach(registry.handlers.get(channel) ?? [], (h) => h(wake), { discard: true })
+
+const dispatchSession = (registry: Registry, event: SessionEvent) =>
+  Effect.forEach(registry.sessionHandlers, (h) => h(event), { discard: true })
+
+/** The connection's backend as `pg_stat_activity` shows it; none when the pid is not the start-up one (a pooler). */
+const backendOf = (connection: PgConnection.PgConnection) =>
+  connection
+    .query(
+      `SELECT pid, to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started
+       FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
+    )
+    .pipe(
+      Effect.map((result): Option.Option<Backend> => {
+        const row = result.rows[0]
+        const pid = Number(row?.pid)
+        const started = row?.started
+        return pid === connection.processId && typeof started === "string"
+          ? Option.some({ pid, started })
+          : Option.none()
+      }),
+    )
 
 /** LISTENs on `channel` in `session` and reads its queue there; a failure ends the session. */
 const listen = (registry: Registry, session: Session, channel: string) =>
@@ -112,7 +159,8 @@ const session = (registry: Registry, config: PgClient.PgClientConfig) =>
         connection,
         scope: yield* Effect.scope,
         listening: new Set(),
-        lost: yield* Deferred.make<never, SqlError>(),
+        lost: yield* Deferred.make<never, unknown>(),
+        backend: yield* backendOf(connection),
       }
       yield* registry.turn.withPermit(
         Effect.gen(function* () {
@@ -120,13 +168,19 @@ const session = (registry: Registry, config: PgClient.PgClientConfig) =>
           yield* Effect.forEach(channels, (c) => listen(registry, current, c), { discard: true })
           registry.live = current
           yield* Effect.forEach(channels, (c) => dispatch(registry, c, { _tag: "Connected" }), { discard: true })
+          yield* dispatchSession(registry, { _tag: "Connected", backend: current.backend })
         }),
       )
       // The first failure (the connection died) ends the session, which then counts as a
       // success: the next connect is immediate, and backoff applies only to connects that fail.
       yield* Deferred.await(current.lost).pipe(
         Effect.catchCause((cause) => logLoss("LISTEN connection lost; reconnecting", cause)),
-        Effect.ensuring(Effect.sync(() => (registry.live = undefined))),
+        Effect.ensuring(
+          Effect.suspend(() => {
+            registry.live = undefined
+            return dispatchSession(registry, { _tag: "Lost" })
+          }),
+        ),
       )
     }),
   )
@@ -169,6 +223,17 @@ export class NotificationStream extends Context.Service<
     readonly subscribe: (channel: string, handler: Handler) => Effect.Effect<void, never, Scope.Scope>
     /** The listening backend's pid while connected (tests terminate it; operators look for it). */
     readonly backendPid: Effect.Effect<Option.Option<number>>
+    /**
+     * Calls `handler` with `Connected` (at once when connected now, and after each connect) and
+     * `Lost` (as soon as the connection is gone, before the next connect), for the lifetime of the
+     * scope. Handlers must not block.
+     */
+    readonly sessions: (handler: SessionHandler) => Effect.Effect<void, never, Scope.Scope>
+    /**
+     * Ends the session on `backend` if it is the current one (another connection learned that
+     * PostgreSQL no longer has it, while this socket has not heard), so that a new one is made.
+     */
+    readonly abandon: (backend: Backend) => Effect.Effect<void>
   }
 >()("bothy/NotificationStream") {
   static readonly layer = (
@@ -181,7 +246,12 @@ export class NotificationStream extends Context.Service<
       NotificationStream,
       Effect.gen(function* () {
         const pg = yield* PgClient.PgClient
-        const registry: Registry = { handlers: new Map(), live: undefined, turn: yield* Semaphore.make(1) }
+        const registry: Registry = {
+          handlers: new Map(),
+          sessionHandlers: new Set(),
+          live: undefined,
+          turn: yield* Semaphore.make(1),
+        }
         yield* session(registry, pg.config).pipe(
           Effect.tapCause((cause) => logLoss("LISTEN connection failed", cause)),
           Effect.retry(
@@ -200,6 +270,26 @@ export class NotificationStream extends Context.Service<
           backendPid: Effect.sync(() =>
             registry.live === undefined ? Option.none() : Option.some(registry.live.connection.processId),
           ),
+          sessions: (handler) =>
+            Effect.acquireRelease(
+              registry.turn.withPermit(
+                Effect.suspend(() => {
+                  registry.sessionHandlers.add(handler)
+                  const current = registry.live
+                  return current === undefined ? Effect.void : handler({ _tag: "Connected", backend: current.backend })
+                }),
+              ),
+              () => Effect.sync(() => registry.sessionHandlers.delete(handler)),
+            ),
+          abandon: (backend) =>
+            Effect.suspend(() => {
+              const current = registry.live
+              if (current === undefined || Option.isNone(current.backend)) return Effect.void
+              const { pid, started } = current.backend.value
+              return pid === backend.pid && started === backend.started
+                ? Deferred.fail(current.lost, `PostgreSQL no longer has backend ${pid}`).pipe(Effect.asVoid)
+                : Effect.void
+            }),
         })
       }),
     )

@@ -133,6 +133,8 @@ for (const mode of LogModes.modes) {
         const silent = Layer.succeed(NotificationStream)({
           subscribe: () => Effect.void,
           backendPid: Effect.succeed(Option.none()),
+          sessions: () => Effect.void,
+          abandon: () => Effect.void,
         })
         const { outcomes } = yield* startConsumer("woken_by_poll", "5 seconds").pipe(Effect.provide(silent))
         assert.strictEqual((yield* Queue.take(outcomes))._tag, "CaughtUp")

@@ -1,12 +1,30 @@
 import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { assert, layer } from "@effect/vitest"
-import { Clock, Context, Duration, Effect, Exit, Layer, Logger, Metric, Queue, Redacted, Schema, Scope } from "effect"
+import {
+  Clock,
+  Context,
+  Duration,
+  Effect,
+  Exit,
+  Layer,
+  Logger,
+  Metric,
+  Option,
+  Queue,
+  Redacted,
+  Schema,
+  Scope,
+} from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
+import * as JobBackendRescue from "../../src/jobs/JobBackendRescue.ts"
+import { claim } from "../../src/jobs/JobClaim.ts"
 import type * as JobCompleter from "../../src/jobs/JobCompleter.ts"
-import { fencedMessage } from "../../src/jobs/JobExecutor.ts"
+import { backendLostMessage, fencedMessage } from "../../src/jobs/JobExecutor.ts"
 import * as JobKind from "../../src/jobs/JobKind.ts"
+import * as JobLease from "../../src/jobs/JobLease.ts"
+import * as JobLiveness from "../../src/jobs/JobLiveness.ts"
 import * as JobMetrics from "../../src/jobs/JobMetrics.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
@@ -181,7 +199,11 @@ const ownRole = Effect.gen(function* () {
   const letIn = sql.unsafe(`ALTER ROLE "${name}" LOGIN`)
   return {
     pool: PgClient.layer({ url: Redacted.make(url.toString()) }),
-    /** Until `letIn`, or the test's end (before its workers stop, should it fail first). */
+    /**
+     * Until `letIn`, or the test's end (before its workers stop, should it fail first). The LISTEN
+     * connection is spared: its process lives, and a backend gone would fence the worker at once
+     * (`JobLiveness`), where this is about the lease.
+     */
     shutOut: Effect.gen(function* () {
       yield* sql.unsafe(`ALTER ROLE "${name}" NOLOGIN`)
       yield* Effect.addFinalizer(() => Effect.orDie(letIn))
@@ -192,7 +214,8 @@ const ownRole = Effect.gen(function* () {
         eventually(
           sql<{ n: number }>`
             SELECT count(*)::int AS n FROM (
-              SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity WHERE usename = ${name}) AS t`,
+              SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+              WHERE usename = ${name} AND application_name <> 'bothy-listen') AS t`,
           (rows) => rows[0]!.n === 0,
           { what: "no connection of the shut-out role left", within: "20 seconds", every: "100 millis" },
         ),
@@ -359,6 +382,133 @@ layer(Live, { excludeTestServices: true })("JobFence", (it) => {
         const done = yield* w.outcome
         assert.deepStrictEqual([done.outcome._tag, done.recorded], ["Completed", "applied"])
         yield* w.stop
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+    { timeout: 60_000 },
+  )
+
+  it.effect(
+    "JobsStopWhenTheirBackendIsGone: a worker whose LISTEN backend is terminated stops its running job at once (no clock moves), puts it back unspent, and claims again once it recorded its new backend",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(Date.now())
+        const { jobs, sql, kind, started, interrupted, logged, waitForLine, logs } = yield* setUp
+        const t0 = yield* Clock.currentTimeMillis
+        yield* jobs.insert([
+          {
+            kind: "fence.blocks",
+            queue: "gone",
+            args: {},
+            uniqueKey: "gone",
+            maxAttempts: 5,
+            scheduledAt: new Date(t0),
+          },
+        ])
+        const fencedBefore = yield* fencedCount
+        // A LISTEN connection of its own, so that terminating it touches no other worker.
+        const pool = Layer.succeed(PgClient.PgClient, yield* PgClient.PgClient)
+        const w = yield* startWorker(
+          kind("w"),
+          "gone",
+          NotificationStream.layer().pipe(Layer.provideMerge(logs), Layer.provide(pool)),
+        )
+        const first = yield* within("the first attempt", Queue.take(started))
+        assert.deepStrictEqual([first.by, first.attempt], ["w", 1])
+        const recorded = (worker: string) =>
+          sql<{ pid: number | null }>`SELECT backend_pid AS pid FROM job_workers WHERE id = ${worker}`.pipe(
+            Effect.map((rows) => rows[0]?.pid ?? null),
+          )
+        const pid = yield* TestClock.withLive(
+          eventually(recorded(w.id), (p) => p !== null, {
+            what: "the worker recorded its backend",
+            within: "20 seconds",
+            every: "20 millis",
+          }),
+        )
+
+        yield* sql`SELECT pg_terminate_backend(${pid}::int)`
+        const stopped = yield* within("the interruption", Queue.take(interrupted))
+        assert.deepStrictEqual([stopped.by, stopped.attempt, stopped.at], ["w", 1, t0], "at once: no clock moved")
+        const released = yield* w.outcome
+        assert.deepStrictEqual([released.outcome._tag, released.recorded], ["Release", "applied"])
+        const line = logged.find((l) => l.text.includes(`worker ${w.id} lost its LISTEN connection`))
+        assert.strictEqual(line?.level, "Error", "one error line says why")
+        assert.strictEqual((yield* fencedCount) - fencedBefore, 1)
+
+        yield* waitForLine("Warn", `worker ${w.id} recorded its new backend`)
+        const again = yield* within("the job's next run", Queue.take(started))
+        assert.deepStrictEqual([again.by, again.attempt], ["w", 2])
+        const done = yield* w.outcome
+        assert.deepStrictEqual([done.outcome._tag, done.recorded], ["Completed", "applied"])
+        const after = yield* rowOf("gone")
+        assert.deepStrictEqual(
+          [after.state, after.attempt, after.maxAttempts],
+          ["completed", 2, 6],
+          "attempt not spent",
+        )
+        assert.deepStrictEqual(
+          after.errors.map((e) => [e.kind, e.message]),
+          [["interrupted", backendLostMessage]],
+        )
+        assert.notStrictEqual(yield* recorded(w.id), pid, "a new backend recorded")
+        yield* w.stop
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+    { timeout: 60_000 },
+  )
+
+  it.effect(
+    "JobsRescuedWhenBackendGone: another worker puts back the running job of a worker whose recorded backend is gone (same pid, another backend_start: a reused pid) once it was seen gone for the grace, by the TestClock, and runs it; a worker whose backend lives keeps its job",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(Date.now())
+        const { jobs, sql, kind, started, waitForLine, logs } = yield* setUp
+        const t0 = yield* Clock.currentTimeMillis
+        yield* jobs.insert([
+          { kind: "fence.blocks", queue: "ghost", args: {}, uniqueKey: "ghost", scheduledAt: new Date(t0) },
+          { kind: "fence.blocks", queue: "alive", args: {}, uniqueKey: "alive", scheduledAt: new Date(t0) },
+        ])
+        // Two workers that are only rows: each claimed one job. "alive" records the shared LISTEN
+        // connection's backend; "ghost" the same pid with another start, as a reused pid looks.
+        const listenPid = Option.getOrThrow(yield* (yield* NotificationStream).backendPid)
+        const [live] = yield* sql<{ started: string }>`
+          SELECT to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started
+          FROM pg_stat_activity WHERE pid = ${listenPid}`
+        for (const [worker, started] of [
+          ["ghost", "2001-01-01T00:00:00.000000Z"],
+          ["alive", live!.started],
+        ] as const) {
+          yield* JobLease.renew(worker, 600_000)
+          assert.strictEqual((yield* claim(worker, ["fence.blocks"], 1, worker, new Date(t0))).length, 1)
+          yield* JobLiveness.record(worker, Option.some({ pid: listenPid, started }))
+        }
+
+        const b = yield* startWorker(kind("b"), "ghost", logs)
+        const grace = Duration.toMillis(JobBackendRescue.grace)
+        // Its checks run (real I/O) while the clock stands still, and again as it moves: short of
+        // the grace, nothing is put back, however often it looked.
+        yield* TestClock.withLive(Effect.sleep("300 millis"))
+        for (let moved = 0; moved + 100 < grace; moved += 100) {
+          yield* TestClock.adjust("100 millis")
+          yield* TestClock.withLive(Effect.sleep("50 millis"))
+        }
+        assert.strictEqual((yield* rowOf("ghost")).state, "running", "not before the grace")
+        yield* TestClock.adjust("100 millis")
+        yield* waitForLine("Warn", "rescued 1 jobs of workers whose backend is gone (ghost)")
+        const run = yield* within("the rescued job's run", Queue.take(started))
+        assert.deepStrictEqual([run.by, run.attempt], ["b", 2])
+        const done = yield* b.outcome
+        assert.deepStrictEqual([done.outcome._tag, done.recorded], ["Completed", "applied"])
+        const ghost = yield* rowOf("ghost")
+        assert.deepStrictEqual(
+          ghost.errors.map((e) => e.kind),
+          ["rescued"],
+        )
+        assert.include(ghost.errors[0]!.message, "the backend of worker ghost is gone")
+
+        yield* TestClock.adjust("5 seconds")
+        yield* TestClock.withLive(Effect.sleep("300 millis"))
+        const alive = yield* rowOf("alive")
+        assert.deepStrictEqual([alive.state, alive.by], ["running", "alive"], "a live backend keeps its jobs")
+        yield* b.stop
       }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
     { timeout: 60_000 },
   )

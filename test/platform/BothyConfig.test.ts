@@ -29,7 +29,34 @@ describe("BothyConfig", () => {
       assert.strictEqual(Duration.toMillis(settings.consumer.pendingAlertAfter), 3_600_000)
       assert.strictEqual(Duration.toMillis(settings.sync.eventRetention), 7 * 86_400_000)
       assert.strictEqual(settings.log?.sequencing, "counter")
+      assert.strictEqual(Duration.toMillis(settings.jobs!.lease), 10_000)
     }),
+  )
+
+  it.effect(
+    "JobsLeaseSetting: BOTHY_JOBS_LEASE sets the lease; a value out of bounds is an InvalidConfig naming it",
+    () =>
+      Effect.gen(function* () {
+        assert.strictEqual(Duration.toMillis((yield* loadWith({ BOTHY_JOBS_LEASE: "30s" })).jobs!.lease), 30_000)
+        for (const bad of ["1s", "11m", "ten seconds"]) {
+          const error = yield* loadWith({ BOTHY_JOBS_LEASE: bad }).pipe(Effect.flip)
+          assert.instanceOf(error, InvalidConfig)
+          assert.deepStrictEqual(error.keys, ["jobs.lease"])
+          assert.include(error.message, "BOTHY_JOBS_LEASE (jobs.lease)")
+        }
+        const host: Settings = {
+          consumer: {
+            batchSize: 500,
+            pollInterval: Duration.seconds(1),
+            cooldown: Duration.millis(50),
+            pendingAlertAfter: Duration.hours(1),
+          },
+          sync: { eventRetention: Duration.days(7) },
+          jobs: { lease: Duration.seconds(1) },
+        }
+        const error = yield* Layer.build(BothyConfig.layerWith(host)).pipe(Effect.scoped, Effect.flip)
+        assert.deepStrictEqual(error.keys, ["jobs.lease"])
+      }),
   )
 
   it.effect("the push benchmark's BOTHY_PERF_PUSH_HANDOFF_P95 is not bothy's: a deploy that still sets it starts", () =>
@@ -188,6 +215,7 @@ describe("BothyConfig", () => {
         ["consumer.cooldown", "0s", "10s", "-", "10001ms"],
         ["consumer.pending_alert_after", "1m", "30d", "59s", "721h"],
         ["sync.event_retention", "1d", "3650d", "23h", "3651d"],
+        ["jobs.lease", "3s", "10m", "2999ms", "601s"],
       ]
       // The other keys set so that each edge passes the cross-key rules.
       const around: Record<string, string> = {

@@ -141,6 +141,63 @@ layer(Live, { excludeTestServices: true })("Job worker processes", (it) => {
   )
 
   it.effect(
+    "KilledWorkerWorkResumesFast: SIGKILL a worker running a job while another runs beside it; the other runs the job within 2 s of the kill, long before the lease (default 10 s) lapses",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* createEffects(sql)
+        yield* sql`TRUNCATE jobs, job_effects`
+        // Attempt 1 never ends (it waits on nothing that comes: no sleep), so it runs until the kill.
+        yield* insertJobs([{ n: 0, hangFirst: true }], true)
+        const a = yield* startWorker({ CONCURRENCY: "2" })
+        const started = yield* a.waitFor(/^START /)
+        const jobId = started.slice("START ".length)
+        const b = yield* startWorker({ CONCURRENCY: "2" })
+        // Both have recorded the backend of their LISTEN connection: the path under test applies.
+        yield* eventually(
+          sql<{
+            n: number
+          }>`SELECT count(*)::int AS n FROM job_workers WHERE backend_pid IS NOT NULL AND id IN (${a.id}, ${b.id})`,
+          (rows) => rows[0]!.n === 2,
+          { what: "both workers recorded their backend", within: "20 seconds", every: "20 millis" },
+        )
+        assert.deepStrictEqual(yield* states, { running: 1 })
+
+        a.child.kill("SIGKILL")
+        const killedAt = performance.now()
+        const again = yield* b.waitFor(new RegExp(`^START ${jobId}$`))
+        const tookMillis = performance.now() - killedAt
+        assert.strictEqual((yield* a.exited).signal, "SIGKILL")
+        const [lease] = yield* sql<{ live: boolean }>`
+          SELECT expires_at > clock_timestamp() AS live FROM job_workers WHERE id = ${a.id}`
+        assert.isBelow(tookMillis, 2000, `the other worker ran the job ${Math.round(tookMillis)} ms after the kill`)
+        assert.isTrue(lease?.live, "the killed worker's lease had not lapsed yet: its backend, not its lease, told")
+        assert.strictEqual(again, `START ${jobId}`)
+
+        yield* awaitCompleted(1).pipe(Effect.timeout("30 seconds"))
+        b.child.kill("SIGTERM")
+        assert.strictEqual((yield* b.exited).code, 0)
+        const [row] = yield* sql<{
+          attempt: number
+          by: string
+          errors: ReadonlyArray<{ kind: string; message: string }>
+        }>`
+          SELECT attempt, attempted_by AS by, errors FROM jobs`
+        assert.strictEqual(row!.attempt, 2)
+        assert.strictEqual(row!.by, b.id, "ran again on the other worker")
+        assert.deepStrictEqual(
+          row!.errors.map((e) => e.kind),
+          ["rescued"],
+        )
+        assert.include(row!.errors[0]!.message, "backend", "rescued because its backend was gone, not its lease")
+        const effects = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM job_effects`
+        assert.strictEqual(effects[0]!.n, 1, "completed once")
+        console.log(`KilledWorkerWorkResumesFast: the job ran again ${Math.round(tookMillis)} ms after the kill`)
+      }).pipe(Effect.scoped),
+    60_000,
+  )
+
+  it.effect(
     "JobsGracefulShutdown: SIGTERM stops claiming, lets running jobs finish, puts back those that outlast the timeout, and loses none",
     () =>
       Effect.gen(function* () {

@@ -3,7 +3,7 @@
  * Its one kind, `test.effect`, records each attempt in `job_effects` (the job's observable effect)
  * after an optional sleep; asked to, it fails its first attempt, or hangs in it for good.
  *
- * env: DATABASE_URL, CONCURRENCY, LEASE_MS, SHUTDOWN_TIMEOUT_MS. Prints `READY <worker id>`, and
+ * env: DATABASE_URL, CONCURRENCY, LEASE_MS (unset: the default lease), SHUTDOWN_TIMEOUT_MS. Prints `READY <worker id>`, and
  * `START <job id>` as each attempt begins.
  */
 import { NodeRuntime } from "@effect/platform-node"
@@ -44,7 +44,8 @@ const Main = Layer.effectDiscard(
     JobWorker.layer({
       kinds: [effectKind],
       queues: { default: { concurrency: Number(env("CONCURRENCY", "10")) } },
-      lease: Duration.millis(Number(env("LEASE_MS", "10000"))),
+      // Unset: the worker's default lease.
+      ...(process.env.LEASE_MS === undefined ? {} : { lease: Duration.millis(Number(env("LEASE_MS"))) }),
       shutdownTimeout: Duration.millis(Number(env("SHUTDOWN_TIMEOUT_MS", "10000"))),
     }),
   ),
