@@ -1,8 +1,8 @@
 /**
  * What the operator's rules and dashboard query is there from a worker's first scrape: every
  * `bothy_...` metric that a file of deploy/ (Prometheus alert rules and their tests, the Grafana
- * dashboard) or docs/ names, at 0 when nothing has happened yet. A metric that appears only once
- * something happens leaves `increase(...)` and `rate(...)` empty until then, and an alert on it
+ * dashboard), docs/ or README.md names, at 0 when nothing has happened yet. A metric that appears
+ * only once something happens leaves `increase(...)` and `rate(...)` empty until then, and an alert on it
  * cannot tell "none" from "not exported".
  */
 import { readdirSync, readFileSync } from "node:fs"
@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, layer } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
+import { migrationsTable } from "../../src/platform/Migrations.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
 import * as PrometheusText from "../support/PrometheusText.ts"
@@ -44,12 +45,15 @@ const filesUnder = (dir: string): ReadonlyArray<string> =>
     .filter((entry) => entry.isFile())
     .map((entry) => join(entry.parentPath, entry.name))
 
-/** Every `bothy_...` name in deploy/ and docs/, with the first file that names it. */
+/** `bothy_...` names the docs use that are not metrics: the migrations table. */
+const notMetrics: ReadonlySet<string> = new Set([migrationsTable])
+
+/** Every `bothy_...` name in deploy/, docs/ and README.md, with the first file that names it. */
 const namedMetrics = () => {
   const names = new Map<string, string>()
-  for (const file of [...filesUnder("deploy"), ...filesUnder("docs")]) {
+  for (const file of [...filesUnder("deploy"), ...filesUnder("docs"), join(root, "README.md")]) {
     for (const [name] of readFileSync(file, "utf8").matchAll(/\bbothy_[a-z0-9_]+/g)) {
-      if (!names.has(name)) names.set(name, file.slice(root.length))
+      if (!names.has(name) && !notMetrics.has(name)) names.set(name, file.slice(root.length))
     }
   }
   return names
@@ -60,7 +64,7 @@ const histogramSuffix = /_(bucket|count|sum)$/
 
 layer(Live, { excludeTestServices: true })("the first scrape of a worker", (it) => {
   it.effect(
-    "MetricsExportedAtZero: every bothy_ metric that deploy/ or docs/ names is in a fresh worker's first scrape, counters at 0 with their label sets",
+    "MetricsExportedAtZero: every bothy_ metric that deploy/, docs/ or README.md names is in a fresh worker's first scrape, counters at 0 with their label sets",
     () =>
       Effect.gen(function* () {
         const worker = yield* RunningWorker
@@ -77,7 +81,7 @@ layer(Live, { excludeTestServices: true })("the first scrape of a worker", (it) 
         assert.deepStrictEqual(
           missing,
           [],
-          `named in deploy/ or docs/, absent from the first scrape: ${missing.join(", ")}`,
+          `named in deploy/, docs/ or README.md, absent from the first scrape: ${missing.join(", ")}`,
         )
 
         // The two the operator found absent, at 0: nothing was suppressed or removed yet.

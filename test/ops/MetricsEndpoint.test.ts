@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import { assert, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Queue } from "effect"
 import { SqlClient } from "effect/sql"
@@ -204,12 +204,16 @@ layer(Live, { excludeTestServices: true })("the metrics endpoint of a running wo
       }),
   )
 
-  it.effect("MetricsAreDocumented: every metric family of a scrape has its row in docs/operations.md", () =>
+  it.effect("MetricsAreDocumented: every metric family of a scrape has its row in a table of docs/", () =>
     Effect.gen(function* () {
-      const operations = readFileSync(new URL("../../docs/operations.md", import.meta.url), "utf8")
+      const docs = new URL("../../docs/", import.meta.url)
+      const pages = readdirSync(docs)
+        .filter((name) => name.endsWith(".md"))
+        .map((name) => readFileSync(new URL(name, docs), "utf8"))
+        .join("\n")
       const e = yield* exposition
       for (const name of new Set(e.samples.map((s) => PrometheusText.family(e, s)))) {
-        assert.match(operations, new RegExp(`^\\| \`${name}\` +\\|`, "m"), `${name} is documented`)
+        assert.match(pages, new RegExp(`^\\| \`${name}\` +\\|`, "m"), `${name} is documented`)
       }
     }),
   )

@@ -1,9 +1,10 @@
 /**
- * The README's TypeScript as a newcomer pastes it into a host app: every ```ts block of README.md
- * becomes a module of a scratch app and is type-checked there with this project's `tsc` under a
- * strict host's settings (`HostTsconfig`), so the README cannot drift from the API. A block that
- * fails is reported at its line in README.md with tsc's message. Blocks marked `run` are also run,
- * in README order, against one empty database; blocks marked `fragment` are not compiled.
+ * The documentation's TypeScript as a newcomer pastes it into a host app: every ```ts block of
+ * README.md and of the pages of docs/ becomes a module of a scratch app and is type-checked there
+ * with this project's `tsc` under a strict host's settings (`HostTsconfig`), so the docs cannot
+ * drift from the API. A block that fails is reported at its file and line with tsc's message.
+ * Blocks marked `run` are also run, README.md's first and then the pages' in alphabetical order,
+ * against one empty database; blocks marked `fragment` are not compiled.
  *
  * The scratch app's `node_modules/bothy` is this checkout built with `tsconfig.build.json` into a
  * folder of its own (the shared `dist/` is rebuilt meanwhile by the packaging test) beside a copy
@@ -11,7 +12,7 @@
  * packages a host has beside it (bothy's dependencies, its required peers and `@types/node`) are links into this
  * checkout's node_modules. Installing the real tarball is `Package.test.ts`'s job.
  */
-import { copyFile, mkdir, mkdtemp, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises"
+import { copyFile, mkdir, mkdtemp, readdir, readFile, realpath, rm, symlink, writeFile } from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -86,6 +87,7 @@ const typeCheck = (document: string, markdown: string) =>
     const folder = join(dir, `check-${document.replace(/\W/g, "-")}`)
     const { blocks, problems } = CodeBlocks.extract(document, markdown)
     const files = yield* writeBlocks(folder, blocks)
+    if (files.length === 0) return { compiled: 0, failures: problems }
     // `force`: a block without an import is still a module of its own, not a script whose names
     // would collide with the other blocks'.
     const tsconfig = { compilerOptions: { ...HostTsconfig.compilerOptions, moduleDetection: "force" }, files }
@@ -98,18 +100,36 @@ const typeCheck = (document: string, markdown: string) =>
 
 const readme = Effect.promise(() => readFile(join(root, "README.md"), "utf8"))
 
+/** README.md, then every page of docs/ in alphabetical order, each with its path from the root. */
+const documents = Effect.promise(async () => {
+  const pages = (await readdir(join(root, "docs"))).filter((name) => name.endsWith(".md")).sort()
+  const paths = ["README.md", ...pages.map((name) => `docs/${name}`)]
+  return Promise.all(paths.map(async (path) => ({ path, markdown: await readFile(join(root, path), "utf8") })))
+})
+
 layer(Layer.merge(TestDatabase.layerEmpty(), ScratchApp.layer), { excludeTestServices: true })(
   "ReadmeExamples",
   (it) => {
     it.effect(
-      "ReadmeExamplesCompile: every ts block of README.md type-checks against the built package",
+      "ReadmeExamplesCompile: every ts block of README.md and of docs/*.md type-checks against the built package",
       () =>
         Effect.gen(function* () {
-          const { compiled, failures } = yield* typeCheck("README.md", yield* readme)
-          if (failures.length > 0) assert.fail(`README.md blocks that do not compile:\n\n${failures.join("\n\n")}`)
-          assert.isAbove(compiled, 0)
+          const failures: Array<string> = []
+          const compiled = new Map<string, number>()
+          for (const { path, markdown } of yield* documents) {
+            const checked = yield* typeCheck(path, markdown)
+            compiled.set(path, checked.compiled)
+            failures.push(...checked.failures)
+          }
+          if (failures.length > 0) assert.fail(`blocks that do not compile:\n\n${failures.join("\n\n")}`)
+          assert.isAbove(compiled.get("README.md")!, 0, "README.md has its example")
+          assert.isAbove(
+            [...compiled].filter(([path]) => path.startsWith("docs/")).reduce((n, [, c]) => n + c, 0),
+            0,
+            "docs/ has examples",
+          )
         }),
-      120_000,
+      600_000,
     )
 
     it.effect(
@@ -153,26 +173,29 @@ layer(Layer.merge(TestDatabase.layerEmpty(), ScratchApp.layer), { excludeTestSer
     )
 
     it.effect(
-      "ReadmeExamplesCompile: the README's run blocks run to exit 0, in order, against an empty database",
+      "ReadmeExamplesCompile: the run blocks of README.md and docs/*.md run to exit 0, in order, against an empty database",
       () =>
         Effect.gen(function* () {
           const { dir } = yield* ScratchApp
           const db = yield* TestDatabase.TestDatabase
-          const runnable = CodeBlocks.extract("README.md", yield* readme).blocks.filter((b) =>
+          const readmeRuns = CodeBlocks.extract("README.md", yield* readme).blocks.filter((b) =>
             b.markers.includes("run"),
           )
-          assert.isAbove(runnable.length, 0)
-          const files = yield* writeBlocks(join(dir, "run"), runnable)
+          assert.isAbove(readmeRuns.length, 0)
           const failures: Array<string> = []
-          for (const [i, file] of files.entries()) {
-            const done = yield* NodeProcess.run(file, [], { DATABASE_URL: db.url })
-            if (done.code !== 0) {
-              failures.push(`README.md:${runnable[i]!.fence}: exited ${done.code}\n${done.stdout}${done.stderr}`)
+          for (const { path, markdown } of yield* documents) {
+            const runnable = CodeBlocks.extract(path, markdown).blocks.filter((b) => b.markers.includes("run"))
+            const files = yield* writeBlocks(join(dir, "run", path.replace(/\W/g, "-")), runnable)
+            for (const [i, file] of files.entries()) {
+              const done = yield* NodeProcess.run(file, [], { DATABASE_URL: db.url })
+              if (done.code !== 0) {
+                failures.push(`${path}:${runnable[i]!.fence}: exited ${done.code}\n${done.stdout}${done.stderr}`)
+              }
             }
           }
-          if (failures.length > 0) assert.fail(`README.md run blocks that failed:\n\n${failures.join("\n\n")}`)
+          if (failures.length > 0) assert.fail(`run blocks that failed:\n\n${failures.join("\n\n")}`)
         }),
-      120_000,
+      300_000,
     )
   },
 )
