@@ -200,8 +200,9 @@ export const judge = (input: {
     let lost = 0
     let orderViolations = 0
     let sequenceGaps = 0
-    // The documented edge (README, "sequence"): a number a crashed drainer left on its delivery, which
-    // was then suppressed when read again; its request may have gone out, so the number stays.
+    // The documented edge (docs/receivers.md, "Webhooks"): a number a crashed drainer left on its
+    // delivery, which was then suppressed when read again; its request may have gone out, so the
+    // number stays.
     let sequenceGapsSuppressedAfterCrash = 0
     let deniedButDelivered = 0
     let wronglyDenied = 0
