@@ -1,6 +1,6 @@
 /**
- * The architecture rules of design section 6, for dependency-cruiser: dependencies between the
- * parts of src/ point one way. test/project/ArchitectureRules.test.ts checks them in `npm test`.
+ * The architecture rules (docs/architecture.md, "The rules between them"), for dependency-cruiser:
+ * dependencies between the parts of src/ point one way. test/project/ArchitectureRules.test.ts checks them in `npm test`.
  *
  * dependency-cruiser 18 reads TypeScript through the `typescript` package's JS API, which
  * TypeScript 7 (the native compiler we use) no longer has; the test therefore cruises a copy of

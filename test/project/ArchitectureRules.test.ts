@@ -1,5 +1,5 @@
 /**
- * The architecture rules of design section 6 (`.dependency-cruiser.cjs`) hold over src/, and they
+ * The architecture rules of docs/architecture.md (`.dependency-cruiser.cjs`) hold over src/, and they
  * bite: the same check over a copy of src/ with one forbidden import reports exactly that import.
  */
 import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -11,7 +11,7 @@ import * as ArchitectureCheck from "../support/ArchitectureCheck.ts"
 const root = join(import.meta.dirname, "..", "..")
 
 describe("ArchitectureRules", () => {
-  it("ArchitectureRulesHold: no import in src/ breaks a rule of design section 6", async () => {
+  it("ArchitectureRulesHold: no import in src/ breaks a rule of docs/architecture.md", async () => {
     const violations = await ArchitectureCheck.check()
     assert.deepStrictEqual(violations, [], `\n${ArchitectureCheck.describe(violations)}`)
   })
