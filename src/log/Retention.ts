@@ -34,7 +34,7 @@
  * commit that carries the discard holds up every WAL flush of the server. Measured here, dropping
  * a 142 MB day (1,000,000 events) in one statement stalled appends up to 76 ms, with its indexes
  * dropped first (each alone, a second apart) up to 42 ms, an hour leaf at a time (200 ms apart)
- * up to 14 ms; without online discard, up to 12 ms in one statement (README "Retention").
+ * up to 14 ms; without online discard, up to 12 ms in one statement (docs/retention.md).
  */
 import { Clock, Duration, Effect, Layer, Schedule } from "effect"
 import { SqlClient } from "effect/sql"

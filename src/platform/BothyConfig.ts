@@ -191,7 +191,7 @@ export const setting = <A>(key: string, fallback: string, parse: Parse<A>) =>
     }),
   )
 
-/** The documented defaults (README's configuration table). */
+/** The documented defaults (docs/configuration.md, generated from these). */
 export const defaults = {
   "consumer.batch_size": "500",
   "consumer.poll_interval": "1s",
@@ -202,7 +202,7 @@ export const defaults = {
   "jobs.lease": "10s",
 } as const
 
-/** The documented bounds of each duration setting (README's configuration table), inclusive. */
+/** The documented bounds of each duration setting (docs/configuration.md, generated from these), inclusive. */
 export const durationBounds = {
   // Below 10 ms an idle worker queries the database a hundred times a second per consumer; above
   // 10 minutes an event whose NOTIFY was lost waits that long, and the listener is never trusted.
