@@ -1,7 +1,7 @@
 /**
  * Consumer cursors moved or held from outside a round.
  *
- * Every cursor at once, for `bothy restore finalize`: after a restore, as the decision record says,
+ * Every cursor at once, for `bothy restore finalize`: after a restore (see docs/retention.md),
  * every cursor goes to the head of the restored log. The events up to that head were committed
  * before the backup; a consumer that had not read them by then most likely did afterwards, in the
  * history the restore undid, and receivers may have got their work. Reading them again would
