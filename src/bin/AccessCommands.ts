@@ -9,22 +9,9 @@ import { Console, Effect, Option, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as PermissionGrants from "../authz/PermissionGrants.ts"
 import { pushDeliver, webhookDeliver } from "../authz/Permissions.ts"
-import * as LogFormat from "../ops/LogFormat.ts"
-import * as Database from "../platform/Database.ts"
 import * as PushAudience from "../push/PushAudience.ts"
+import { json, withDatabase } from "./AdminCommandRuntime.ts"
 
-/**
- * On the pool once the schema is checked (never migrated: an older fleet may run on it), logs on
- * standard error.
- */
-const withDatabase = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  effect.pipe(
-    Effect.provide(Database.checkMigrated),
-    Effect.provide(Database.layer),
-    Effect.provide(LogFormat.layerStderr()),
-  )
-
-const json = Flag.Boolean("json").pipe(Flag.withDescription("print JSON"), Flag.withDefault(false))
 const principal = Flag.String("principal").pipe(Flag.withDescription("the principal (a user, a team, a tenant)"))
 const space = Flag.String("space").pipe(Flag.withDescription("the space"))
 const action = Flag.Literals("action", [webhookDeliver, pushDeliver]).pipe(
