@@ -1,6 +1,8 @@
 /**
  * The architecture rules (docs/architecture.md, "The rules between them"), for dependency-cruiser:
- * dependencies between the parts of src/ point one way. test/project/ArchitectureRules.test.ts checks them in `npm test`.
+ * dependencies between the parts of src/ point one way; the test kit (testkit/) serves test/,
+ * bench/, chaos/ and stands on src/ only; the tools (bench/, chaos/) stand apart from each other
+ * and from test/. test/project/ArchitectureRules.test.ts checks them in `npm test`.
  *
  * dependency-cruiser 18 reads TypeScript through the `typescript` package's JS API, which
  * TypeScript 7 (the native compiler we use) no longer has; the test therefore cruises a copy of
@@ -82,6 +84,46 @@ module.exports = {
       severity: "error",
       from: {},
       to: { path: "^src/index[.][jt]s$" },
+    },
+    {
+      name: "src-knows-no-tooling",
+      comment:
+        "src/ is the package (dist/ holds only src/ and migrations/): it imports nothing of testkit/, test/, bench/ or chaos/",
+      severity: "error",
+      from: { path: "^src/" },
+      to: { path: "^(testkit|test|bench|chaos)/" },
+    },
+    {
+      name: "testkit-serves-its-users",
+      comment: "testkit/ is what test/, bench/ and chaos/ share: it imports none of them",
+      severity: "error",
+      from: { path: "^testkit/" },
+      to: { path: "^(test|bench|chaos)/" },
+    },
+    {
+      name: "testkit-through-few-doors-of-src",
+      comment:
+        "testkit/ uses of src/ only the embedded server and the migrations, and what the demo ships for its fakes (its loopback endpoint, a browser's side of Web Push)",
+      severity: "error",
+      from: { path: "^testkit/" },
+      to: {
+        path: "^src/",
+        pathNot: "^src/(platform/(EmbeddedPostgres|Migrations)|demo/(LoopbackEndpoint|WebPushBrowser))[.][jt]s$",
+      },
+    },
+    {
+      name: "chaos-apart-from-bench",
+      comment: "chaos/ runs on its own: what it shares with bench/ lives in testkit/",
+      severity: "error",
+      from: { path: "^chaos/" },
+      to: { path: "^bench/" },
+    },
+    {
+      name: "tools-apart-from-test",
+      comment: "bench/ and chaos/ run on their own (`npm run bench`, `npm run chaos`): they import nothing of test/",
+      severity: "error",
+      from: { path: "^(bench|chaos)/" },
+      to: { path: "^test/" },
     },
     {
       name: "no-cycles",

@@ -20,12 +20,12 @@ import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../src/authz/PermissionGrants.ts"
 import * as SecretBox from "../src/crypto/SecretBox.ts"
 import { EventLog } from "../src/log/EventLog.ts"
-import * as Migrations from "../src/platform/Migrations.ts"
 import * as PushAudience from "../src/push/PushAudience.ts"
 import { PushConfig, defaults as pushDefaults } from "../src/push/PushConfig.ts"
 import * as PushVapid from "../src/push/PushVapid.ts"
 import { WebhookConfig } from "../src/webhooks/WebhookConfig.ts"
 import { WebhookSubscriptions } from "../src/webhooks/WebhookSubscriptions.ts"
+import * as MigratedDatabase from "../testkit/MigratedDatabase.ts"
 import * as ChaosServer from "./ChaosServer.ts"
 import * as ConsumerStall from "./ConsumerStall.ts"
 import * as FaultInjector from "./FaultInjector.ts"
@@ -73,11 +73,6 @@ export const plan = (options: Pick<RunOptions, "seed" | "events" | "kills" | "ra
   return { world, productionMillis, faults, text: FaultSchedule.text(options.seed, faults) }
 }
 
-const adminStatement = (url: string, statement: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(
-    Effect.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 1 })),
-  )
-
 const vapidKeys = () => {
   const pair = PushVapid.generate()
   const subject = "mailto:chaos@example.com"
@@ -103,9 +98,8 @@ export const run = (options: RunOptions) =>
     options.log(text)
     const began = Date.now()
     const server = yield* ChaosServer.start
-    yield* adminStatement(server.adminUrl, `CREATE DATABASE "${ChaosServer.database}"`)
+    yield* MigratedDatabase.create(server.adminUrl, ChaosServer.database)
     const db = PgClient.layer({ url: Redacted.make(server.url), maxConnections: 8, applicationName: "chaos-harness" })
-    yield* Migrations.run.pipe(Effect.provide(db))
     const rawKey = randomBytes(32).toString("base64")
     const secretKey = yield* SecretBox.parseKey(Redacted.make(rawKey))
     const vapid = vapidKeys()

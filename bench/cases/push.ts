@@ -558,7 +558,7 @@ const run = Effect.gen(function* () {
         workerSide:
           "one @effect/sql-pg pool (workerConnections) shared by PushFanOut.layer (batch 500, poll 1 s, cooldown as stated; the one-statement round over the default audience) and JobWorker.layer (queue push, concurrency as stated, PushDelivery.make: token reused per origin), plus NotificationStream's LISTEN connection, as bothy worker composes them",
         pushService:
-          "BenchPushService on a worker thread of this process, plain HTTP on 127.0.0.1 with keep-alive: checks each VAPID token (ES256 signature once per distinct token, aud/exp/sub on every message), Content-Encoding and TTL, decrypts (http_ece) with the browser keys it generated, reads the envelope's event id, answers 201",
+          "BenchPushService on a worker thread of this process, plain HTTP on 127.0.0.1 with keep-alive: checks each VAPID token (ES256 signature once per distinct token, aud/exp/sub on every message), Content-Encoding and TTL, decrypts (RFC 8291, src/demo/WebPushBrowser.ts) with the browser keys it generated, reads the envelope's event id, answers 201",
         stamps:
           "performance.now(): commit = the append returned on the producer thread; (a) = the Consumer.round span carrying the event ended in the worker (its statement committed: the jobs are claimable; what Handoff.ts measures with onRound); diagnostic (a) at the database = the k-th pg_notify('jobs', 'push') reaching a plain pg LISTEN connection on the push service's thread, k the round's index (rounds serialize and each notifies once), free of the worker's event-loop delay; (b) = the push service's request callback (headers arrived); across threads as performance.timeOrigin + performance.now()",
         backlogSampling:
@@ -585,7 +585,7 @@ const run = Effect.gen(function* () {
         what: "Handoff.ts: the generic Consumer.layer (no cooldown) with a trivial fan-out (receivers jobs per event, no audience or registrations), its own cursor, a producer fiber in this process; commit to the round that created the jobs returning",
       },
       drivers: {
-        ours: `@effect/sql-pg ${packageVersion("@effect/sql-pg")}, effect ${packageVersion("effect")}, undici ${packageVersion("undici")}, web-push ${packageVersion("web-push")}, http_ece ${packageVersion("http_ece")} (push service)`,
+        ours: `@effect/sql-pg ${packageVersion("@effect/sql-pg")}, effect ${packageVersion("effect")}, undici ${packageVersion("undici")}, web-push ${packageVersion("web-push")}`,
       },
     },
     results: {

@@ -15,9 +15,9 @@
  * The NOTIFY stamps say when a round's jobs became claimable as the database saw it (a round's
  * `pg_notify('jobs', 'push')` is delivered at its commit), on a thread whose event loop the
  * worker's deliveries do not delay.
- * A bench copy of test/support/PushService.ts (bench code imports nothing from test/), trimmed to
- * what a load test needs: no scripted answers. Its checks (a browser's keys, the VAPID token, the
- * decryption) are exported for the chaos run's push receiver, which makes the same ones. It runs on its own thread so that decrypting and
+ * Its checks are the ones every push fake makes (`WebPushBrowser.check`, which the demo's service and
+ * `testkit/PushService.ts` run too); what is its own is the load test's shape: no scripted answers,
+ * compact arrivals, and a thread of its own, so that decrypting and
  * verifying 1,500 messages a second neither waits on nor delays the worker's event loop, and so
  * that its CPU can be taken out of the sender's (`cpuMicros`). One verification per distinct token:
  * a reused token is the same bytes, so its signature check would give the same answer; `aud` and
@@ -26,14 +26,12 @@
  * Stamps cross as absolute milliseconds (`performance.timeOrigin + performance.now()`) and are
  * handed back in the main thread's `performance.now()`.
  */
-import { createECDH, type ECDH, randomBytes, verify } from "node:crypto"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import { parentPort, Worker, workerData } from "node:worker_threads"
 import { Effect } from "effect"
-import ece from "http_ece"
 import { Client, type ClientConfig } from "pg"
-import { verifyingKey } from "../../src/push/PushVapid.ts"
+import * as WebPushBrowser from "../../src/demo/WebPushBrowser.ts"
 
 export interface Subscription {
   /** What `PushSubscription.toJSON()` gives the app. */
@@ -150,103 +148,15 @@ export const start = (applicationServerKey: string) =>
 
 export type BenchPushService = Effect.Success<ReturnType<typeof start>>
 
-// ---- the checks (the chaos run's push receiver makes them too) -------------------------------------
-
-export interface Browser {
-  readonly ecdh: ECDH
-  readonly authSecret: Buffer
-  /** As `PushSubscription.toJSON()` gives them to the app. */
-  readonly keys: Subscription["keys"]
-}
-
-/** What a browser generates for a subscription: a P-256 key pair and 16 random auth bytes. */
-export const makeBrowser = (): Browser => {
-  const ecdh = createECDH("prime256v1")
-  ecdh.generateKeys()
-  const authSecret = randomBytes(16)
-  return {
-    ecdh,
-    authSecret,
-    keys: { p256dh: ecdh.getPublicKey().toString("base64url"), auth: authSecret.toString("base64url") },
-  }
-}
-
-/** The plaintext of an aes128gcm message (RFC 8291) to `to`, as its browser decrypts it; a reason otherwise. */
-export const decrypt = (body: Buffer, to: Browser): Buffer | string => {
-  try {
-    return ece.decrypt(body, { version: "aes128gcm", privateKey: to.ecdh, authSecret: to.authSecret })
-  } catch (error) {
-    return `body does not decrypt: ${String(error)}`
-  }
-}
-
-const jsonOf = (part: string): unknown => {
-  try {
-    return JSON.parse(Buffer.from(part, "base64url").toString("utf8"))
-  } catch {
-    return undefined
-  }
-}
-
 const isRecord = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null
 
-/** The token's claims when `authorization` is `vapid t=<JWT signed by k>, k=<expected key>`; a reason otherwise. */
-export const verifyToken = (
-  authorization: string | undefined,
-  expectedKey: string,
-): Record<string, unknown> | string => {
-  const scheme = /^vapid\s+(.*)$/i.exec(authorization ?? "")
-  if (scheme === null) return "Authorization is not `vapid t=..., k=...`"
-  const params = new Map(
-    scheme[1]!.split(",").map((pair) => {
-      const at = pair.indexOf("=")
-      return [pair.slice(0, at).trim(), pair.slice(at + 1).trim()] as const
-    }),
-  )
-  const token = params.get("t")
-  const k = params.get("k")
-  if (token === undefined || k === undefined) return "Authorization lacks t= or k="
-  if (k !== expectedKey) return "k= is not the application server key"
-  const key = verifyingKey(k)
-  if (key === undefined) return "k= is not an uncompressed P-256 public key"
-  const parts = token.split(".")
-  if (parts.length !== 3) return "t= is not a JWT"
-  const [head, body, signature] = parts as [string, string, string]
-  const header = jsonOf(head)
-  if (!isRecord(header) || header.alg !== "ES256") return "JWT alg is not ES256"
-  const signed = verify(
-    "sha256",
-    Buffer.from(`${head}.${body}`),
-    { key, dsaEncoding: "ieee-p1363" },
-    Buffer.from(signature, "base64url"),
-  )
-  if (!signed) return "JWT signature does not verify against k="
-  const claims = jsonOf(body)
-  return isRecord(claims) ? claims : "JWT claims are not JSON"
-}
-
-/** RFC 8292's claims for `origin` at `nowSeconds`: a reason when they do not hold. */
-export const checkClaims = (
-  claims: Record<string, unknown>,
-  origin: string,
-  nowSeconds: number,
-): string | undefined => {
-  const { aud, exp, sub } = claims
-  if (aud !== origin) return `aud ${String(aud)} is not ${origin}`
-  if (typeof exp !== "number" || !Number.isInteger(exp)) return "exp is not an integer"
-  if (exp <= nowSeconds) return `exp ${exp} has passed (now ${nowSeconds})`
-  if (exp > nowSeconds + 24 * 60 * 60) return `exp ${exp} is more than 24 h ahead (now ${nowSeconds})`
-  if (typeof sub !== "string" || sub === "") return "sub is missing"
-  return undefined
-}
-
 /** The event seq the envelope names (`event` is "epoch.seq"), or a reason. */
-const seqOf = (plaintext: Buffer): number | string => {
+const seqOf = (plaintext: string): number | string => {
   let envelope: unknown
   try {
-    envelope = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(plaintext))
+    envelope = JSON.parse(plaintext)
   } catch {
-    return "plaintext is not UTF-8 JSON"
+    return "plaintext is not JSON"
   }
   const event = isRecord(envelope) ? envelope.event : undefined
   const match = typeof event === "string" ? /^\d+\.(\d+)$/.exec(event) : null
@@ -256,8 +166,8 @@ const seqOf = (plaintext: Buffer): number | string => {
 // ---- the thread ----------------------------------------------------------------------------------
 
 const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => {
-  const browsers: Array<Browser> = []
-  const verified = new Map<string, Record<string, unknown>>()
+  const browsers: Array<WebPushBrowser.Browser> = []
+  const verified = new Map<string, WebPushBrowser.VerifiedToken>()
   let pending = { subscription: [] as Array<number>, seq: [] as Array<number>, at: [] as Array<number> }
   let rejected: Array<Rejection> = []
   let notified: Array<number> = []
@@ -276,18 +186,14 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
         response.writeHead(status).end(reason)
       }
       if (browser === undefined) return refuse(404, "no such subscription")
-      const authorization = request.headers.authorization
-      const claims =
-        (authorization === undefined ? undefined : verified.get(authorization)) ??
-        verifyToken(authorization, input.applicationServerKey)
-      if (typeof claims === "string") return refuse(401, claims)
-      const wrong = checkClaims(claims, origin, Math.floor(at / 1000))
-      if (wrong !== undefined) return refuse(401, wrong)
-      verified.set(authorization!, claims)
-      if (request.headers["content-encoding"] !== "aes128gcm") return refuse(400, "Content-Encoding is not aes128gcm")
-      if (!/^\d+$/.test(String(request.headers.ttl ?? ""))) return refuse(400, "TTL is missing or not a number")
-      const plaintext = decrypt(Buffer.concat(chunks), browser)
-      if (typeof plaintext === "string") return refuse(400, plaintext)
+      const checked = WebPushBrowser.check({ headers: request.headers, body: Buffer.concat(chunks) }, browser, {
+        origin,
+        nowSeconds: Math.floor(at / 1000),
+        applicationServerKey: input.applicationServerKey,
+        verified,
+      })
+      if (!checked.ok) return refuse(checked.status, checked.reason)
+      const plaintext = checked.value.plaintext
       const seq = seqOf(plaintext)
       if (typeof seq === "string") return refuse(400, seq)
       pending.subscription.push(index)
@@ -336,7 +242,7 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
     }
     const made: Array<Subscription> = []
     for (let n = 0; n < m.subscribe; n++) {
-      const fresh = makeBrowser()
+      const fresh = WebPushBrowser.makeBrowser()
       made.push({ endpoint: `${origin}${pathPrefix}${browsers.length}`, keys: fresh.keys })
       browsers.push(fresh)
     }

@@ -1,23 +1,19 @@
 /**
- * The PostgreSQL every benchmark runs against: an embedded server with the durable defaults
- * (fsync and synchronous_commit on), in a fresh temporary folder on a free port, with bothy's
- * migrations applied. Closing the scope stops the server and removes the folder, so a run leaves
- * nothing running and nothing on disk.
+ * The PostgreSQL every benchmark runs against: the kit's embedded server (`testkit/EmbeddedServer`)
+ * with the durable defaults (fsync and synchronous_commit on), in a fresh temporary folder on a
+ * free port, with bothy's migrations applied. Closing the scope stops the server and removes the
+ * folder, so a run leaves nothing running and nothing on disk.
  *
  * Durability is checked, not assumed: an append measured with fsync off measures the CPU instead
  * of the commit, so the layer refuses a server that reports anything but fsync and
  * synchronous_commit on. The settings it read are part of every result file.
  */
-import { chmodSync, mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { Config, Context, Effect, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
-import * as EmbeddedPostgres from "../../src/platform/EmbeddedPostgres.ts"
 import * as Migrations from "../../src/platform/Migrations.ts"
+import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
 
 /** Server settings that decide what a write benchmark measures, as `SHOW` prints them. */
 export const reportedSettings = [
@@ -84,19 +80,9 @@ export class BenchServer extends Context.Service<
   static readonly layer = Layer.effect(
     BenchServer,
     Effect.gen(function* () {
-      const folder = yield* Effect.acquireRelease(
-        Effect.sync(() => {
-          const dir = mkdtempSync(join(tmpdir(), "bothy-bench-"))
-          chmodSync(dir, 0o755) // as root the server runs as "postgres", which must enter this folder
-          return dir
-        }),
-        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
-      )
-      const server = yield* EmbeddedPostgres.start({
-        dataDir: join(folder, "pg"),
-        passwordFile: join(folder, "password"),
-        port: yield* freePort,
-        ephemeral: true,
+      const server = yield* EmbeddedServer.start({
+        prefix: "bothy-bench-",
+        openFolder: true,
         settings: extraSettings(yield* Config.String("BENCH_PG_SETTINGS").pipe(Config.withDefault(""))),
       })
       const database = "postgres"
@@ -132,7 +118,17 @@ export class BenchServer extends Context.Service<
           detail: `fsync=${settings.fsync}, synchronous_commit=${settings.synchronous_commit}`,
         })
       }
-      return BenchServer.of({ ...server, database, settings, folder, pool })
+      return BenchServer.of({
+        host: server.host,
+        port: server.port,
+        user: server.user,
+        password: server.password,
+        database,
+        settings,
+        folder: server.folder,
+        dataDir: server.dataDir(),
+        pool,
+      })
     }),
   )
 }
@@ -148,16 +144,3 @@ const extraSettings = (raw: string): Record<string, string> =>
       .filter((pair) => pair.includes("="))
       .map((pair) => [pair.slice(0, pair.indexOf("=")).trim(), pair.slice(pair.indexOf("=") + 1).trim()]),
   )
-
-// Listening on port 0 and closing again leaves a small race with other processes; acceptable
-// for a benchmark, which fails loudly at start if it loses.
-export const freePort = Effect.callback<number>((resume) => {
-  const probe = createServer()
-  probe.once("error", (e) => resume(Effect.die(e)))
-  probe.listen(0, "127.0.0.1", () => {
-    const address = probe.address()
-    probe.close(() =>
-      resume(typeof address === "object" && address !== null ? Effect.succeed(address.port) : Effect.die(address)),
-    )
-  })
-})

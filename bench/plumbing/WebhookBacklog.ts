@@ -33,7 +33,7 @@ import { fileURLToPath } from "node:url"
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Console, Duration, Effect, Exit, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import * as BenchReceiver from "./BenchReceiver.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as CpuUsage from "./CpuUsage.ts"
 import * as DeliveryTrace from "./DeliveryTrace.ts"
 import { round3 } from "./Figures.ts"
@@ -166,7 +166,7 @@ const receiverCheck = (c: BacklogCase, total: number) => {
   const allArrived = new Promise<void>((resolve) => {
     done = resolve
   })
-  const onRequest = ({ path, body, arrivedAt }: BenchReceiver.Arrival) => {
+  const onRequest = ({ path, body, arrivedAt }: WebhookReceiver.Request) => {
     const k = /^\/s(\d+)$/.exec(path) === null ? -1 : Number(path.slice(2))
     let envelope: { readonly sequence?: unknown; readonly data?: { readonly i?: unknown } } | undefined
     try {
@@ -377,7 +377,13 @@ export const measure = (input: BacklogInput) =>
       ),
     )
     const requests = receiverCheck(input, total)
-    const receiver = yield* BenchReceiver.start(requests.onRequest)
+    const receiver = yield* WebhookReceiver.start(
+      (request) => {
+        requests.onRequest(request)
+        return { status: 200 }
+      },
+      { keep: false },
+    )
 
     const setup = yield* createBacklog(ctx, receiver.url).pipe(Effect.provideContext(services))
     yield* ctx.log(

@@ -6,7 +6,7 @@
  *   producer fiber:  a tick every 1/rate s ──fork──> EventLog.append ──returns──> committedAt[i]
  *   worker side:     WebhookFanOut.layer (round: deliveries + a drain job per subscription
  *                    without a live drainer) ─> JobWorker (queue webhooks, WebhookDrainer kind:
- *                    acquire the slot, then take, sign, POST, record per delivery) ─> BenchReceiver
+ *                    acquire the slot, then take, sign, POST, record per delivery) ─> WebhookReceiver
  *   receiver:        request for event i (payload.i in the envelope's data) ──> arrivedAt[i]
  *   sampler:         every second, pending deliveries and event_log head − webhooks cursor
  *
@@ -38,8 +38,8 @@ import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookC
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import { everySecond, series } from "./BacklogTrend.ts"
-import * as BenchReceiver from "./BenchReceiver.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
 import * as CpuUsage from "./CpuUsage.ts"
@@ -139,7 +139,7 @@ export const measure = (config: EndToEndConfig) =>
     let unexpected = 0
     const lastSequence = new Map<string, number>()
 
-    const receiver = yield* BenchReceiver.start(({ path, body, arrivedAt: at }) => {
+    const onRequest = ({ path, body, arrivedAt: at }: WebhookReceiver.Request) => {
       let envelope: { readonly sequence: number; readonly data: { readonly i: number } }
       try {
         envelope = JSON.parse(body)
@@ -160,7 +160,14 @@ export const measure = (config: EndToEndConfig) =>
       received++
       if ((lastSequence.get(path) ?? 0) >= envelope.sequence) outOfOrder++
       lastSequence.set(path, envelope.sequence)
-    })
+    }
+    const receiver = yield* WebhookReceiver.start(
+      (request) => {
+        onRequest(request)
+        return { status: 200 }
+      },
+      { keep: false },
+    )
 
     // Subscriptions through the public service, as a host app creates them.
     const webhooks = yield* Layer.build(

@@ -14,7 +14,7 @@
  * what `bothy worker` turns on.
  */
 import { Console, Effect } from "effect"
-import { freePort } from "./BenchServer.ts"
+import { freePort } from "../../testkit/EmbeddedServer.ts"
 import * as TelemetrySink from "./TelemetrySink.ts"
 import * as Throughput from "./Throughput.ts"
 import * as WebhookEndToEnd from "./WebhookEndToEnd.ts"

@@ -12,13 +12,13 @@ import { AdminAuth } from "../../src/admin/AdminAuth.ts"
 import * as PermissionsMemory from "../../src/authz/PermissionsMemory.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
+import * as PushService from "../../testkit/PushService.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
-import * as PushService from "../support/PushService.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 /** `KEY=value` lines of `bothy push keys`, as a record. */
 const environmentLines = (text: string) =>

@@ -11,10 +11,10 @@ import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
 import * as DeliveryResend from "../../src/webhooks/DeliveryResend.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 // A failed request waits an hour for its retry: only the operator's recover sends it sooner.
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] }).pipe(

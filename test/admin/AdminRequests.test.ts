@@ -5,12 +5,12 @@ import { SqlClient } from "effect/sql"
 import { AdminAuth } from "../../src/admin/AdminAuth.ts"
 import * as AdminServer from "../../src/admin/AdminServer.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 import * as WorkerProcess from "../support/WorkerProcess.ts"
 
 const Live = TestWebhooks.layer().pipe(Layer.provideMerge(PushConfig.layerWith(TestPush.settings())))

@@ -15,12 +15,12 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import * as Migrations from "../../src/platform/Migrations.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
-import { withDatabase } from "../support/DatabaseUrl.ts"
+import { withDatabase } from "../../testkit/DatabaseUrl.ts"
+import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as EmbeddedWorker from "../support/EmbeddedWorker.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { adminSql } from "../support/TestDatabase.ts"
-import * as TestServer from "../support/TestServer.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 /** A database of its own for the command, dropped with the scope: a clone of the migrated template, or empty. */
 const scratchDatabase = (prefix: string, from: "template" | "empty") =>
@@ -138,7 +138,7 @@ describe("bothy command", () => {
     () =>
       Effect.gen(function* () {
         const home = yield* EmbeddedWorker.home
-        const port = String(yield* TestServer.freePort)
+        const port = String(yield* EmbeddedServer.freePort)
         const env = { BOTHY_HOME: home, BOTHY_EMBEDDED_PORT: port }
         const first = yield* NodeProcess.run(NodeProcess.bothy, ["restore", "finalize"], env)
         assert.strictEqual(first.code, 0, first.stderr)

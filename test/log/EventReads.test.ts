@@ -9,11 +9,11 @@ import * as StatementRound from "../../src/consumer/StatementRound.ts"
 import * as EventLogPartitions from "../../src/log/EventLogPartitions.ts"
 import * as Status from "../../src/ops/Status.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
 import { explaining, planned, touched } from "../support/PlanCapture.ts"
 import * as TestConsumer from "../support/TestConsumer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 const dayName = (t: number) => EventLogPartitions.dayName(new Date(t))
 

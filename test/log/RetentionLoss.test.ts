@@ -8,10 +8,10 @@ import { PushConfig } from "../../src/push/PushConfig.ts"
 import * as PushMetrics from "../../src/push/PushMetrics.ts"
 import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 const Live = PushAudience.layer.pipe(
   Layer.provideMerge(PushConfig.layerWith(TestPush.settings())),

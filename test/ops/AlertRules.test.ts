@@ -5,9 +5,9 @@ import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import * as AlertRules from "../../src/ops/AlertRules.ts"
 import * as BothyConfig from "../../src/platform/BothyConfig.ts"
+import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as Promtool from "../support/Promtool.ts"
-import * as TestServer from "../support/TestServer.ts"
 
 const root = fileURLToPath(new URL("../..", import.meta.url))
 const deploy = join(root, "deploy/prometheus")
@@ -52,7 +52,7 @@ describe("alert rules", () => {
     "AlertRulesRenderedFromConfig: `bothy alerts render` takes the lag threshold from BOTHY_CONSUMER_PENDING_ALERT_AFTER",
     () =>
       Effect.gen(function* () {
-        const dir = yield* TestServer.tempFolder("bothy-alerts-")
+        const dir = yield* EmbeddedServer.tempFolder("bothy-alerts-")
         const output = join(dir, "alerts.yml")
         const run = yield* NodeProcess.run(NodeProcess.bothy, ["alerts", "render", "--output", output], {
           BOTHY_CONSUMER_PENDING_ALERT_AFTER: "90m",

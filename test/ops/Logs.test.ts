@@ -2,10 +2,10 @@ import { randomBytes } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 import * as WorkerProcess from "../support/WorkerProcess.ts"
 
 const key = WorkerProcess.rawKey()

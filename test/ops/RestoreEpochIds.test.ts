@@ -8,9 +8,9 @@ import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as RestoreFinalize from "../../src/ops/RestoreFinalize.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import { adminSql } from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 /** The `webhooks` consumer and the drain jobs, for the rest of the scope. */
 const startWorker = (signals: TestWebhooks.Signals) =>

@@ -4,8 +4,8 @@ import { SqlClient } from "effect/sql"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as TraceParent from "../../src/platform/TraceParent.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 /** An in-memory span exporter: every span the program starts, as Effect's own tracer makes it. */
 const recorder = () => {

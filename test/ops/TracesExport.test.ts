@@ -1,9 +1,9 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, Queue } from "effect"
 import { SqlClient } from "effect/sql"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 import * as WorkerProcess from "../support/WorkerProcess.ts"
 
 const key = WorkerProcess.rawKey()

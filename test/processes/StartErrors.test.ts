@@ -9,10 +9,10 @@ import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { inject } from "vitest"
-import { withDatabase } from "../support/DatabaseUrl.ts"
+import { withDatabase } from "../../testkit/DatabaseUrl.ts"
+import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
 import * as EmbeddedWorker from "../support/EmbeddedWorker.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
-import * as TestServer from "../support/TestServer.ts"
 
 const oneLine = (out: NodeProcess.Finished) => {
   assert.strictEqual(out.code, 1, out.stderr)
@@ -60,7 +60,7 @@ describe("start errors", () => {
     "StartErrorsNameTheVariable: DATABASE_URL at a port nothing listens on names DATABASE_URL and the refusal",
     () =>
       Effect.gen(function* () {
-        const port = yield* TestServer.freePort
+        const port = yield* EmbeddedServer.freePort
         const secret = `s3cret-${randomBytes(6).toString("hex")}`
         const out = yield* worker({ DATABASE_URL: `postgres://bothy:${secret}@127.0.0.1:${port}/bothy` })
         const line = oneLine(out)

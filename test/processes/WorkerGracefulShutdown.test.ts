@@ -11,10 +11,10 @@ import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 const events = 150
 

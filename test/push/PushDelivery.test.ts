@@ -9,7 +9,7 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushMetrics from "../../src/push/PushMetrics.ts"
-import * as PushService from "../support/PushService.ts"
+import * as PushService from "../../testkit/PushService.ts"
 import * as TestPush from "../support/TestPush.ts"
 import { member, outcomes, startWorker } from "../support/TestPushWorker.ts"
 

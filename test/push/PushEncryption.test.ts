@@ -5,7 +5,7 @@ import type { TargetPolicy } from "../../src/outbound/OutboundTarget.ts"
 import * as PushEncryption from "../../src/push/PushEncryption.ts"
 import type * as PushRequest from "../../src/push/PushRequest.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
-import * as PushService from "../support/PushService.ts"
+import * as PushService from "../../testkit/PushService.ts"
 
 const policy: TargetPolicy = { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] }
 

@@ -8,7 +8,7 @@ import type { TargetPolicy } from "../../src/outbound/OutboundTarget.ts"
 import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushRequest from "../../src/push/PushRequest.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
-import * as PushService from "../support/PushService.ts"
+import * as PushService from "../../testkit/PushService.ts"
 
 /** The tests' policy: the push service is on loopback over http, as the webhook receivers are. */
 const policy: TargetPolicy = { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] }

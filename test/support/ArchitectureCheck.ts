@@ -1,13 +1,14 @@
 /**
- * Runs dependency-cruiser with the rules of `.dependency-cruiser.cjs` over a tree's src/ (and the
- * migrations it imports), and gives back the violations with their .ts paths.
+ * Runs dependency-cruiser with the rules of `.dependency-cruiser.cjs` over a tree's src/, testkit/,
+ * bench/ and chaos/ (and what they import: the migrations, test/), and gives back the violations
+ * with their .ts paths. A tree without one of those folders is checked without it.
  *
  * dependency-cruiser parses TypeScript only through the `typescript` package's JS API, which
  * TypeScript 7 no longer has; so the tree is copied to a scratch folder with its types stripped by
  * Node (`stripTypeScriptTypes`), its files and relative imports renamed to .js. Type-only imports
  * become plain imports first, so that a type import still counts as a dependency.
  */
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { createRequire, stripTypeScriptTypes } from "node:module"
 import { tmpdir } from "node:os"
 import { join, relative } from "node:path"
@@ -55,13 +56,19 @@ const copyAsJs = (from: string, to: string) => {
 /** The rules, as `.dependency-cruiser.cjs` at the project's root gives them. */
 export const configuration = (): IConfiguration => createRequire(import.meta.url)(join(root, ".dependency-cruiser.cjs"))
 
+/** The folders whose imports are judged. */
+const cruised = ["src", "testkit", "bench", "chaos"]
+/** Copied too, so that an import into them resolves and is judged by the rule about it. */
+const imported = ["migrations", "test"]
+
 /** The violations of the rules in `tree` (a folder holding src/ and migrations/; the project by default). */
 export const check = async (tree: string = root): Promise<ReadonlyArray<Violation>> => {
   const scratch = mkdtempSync(join(tmpdir(), "bothy-architecture-"))
   try {
-    for (const folder of ["src", "migrations"]) copyAsJs(join(tree, folder), join(scratch, folder))
+    const present = (folder: string) => existsSync(join(tree, folder))
+    for (const folder of [...cruised, ...imported].filter(present)) copyAsJs(join(tree, folder), join(scratch, folder))
     const config = configuration()
-    const result = await cruise(["src"], {
+    const result = await cruise(cruised.filter(present), {
       ...config.options,
       baseDir: scratch,
       validate: true,

@@ -8,7 +8,7 @@ import { execFile } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
 import { type BrowserContext, chromium } from "playwright-core"
-import * as TestServer from "./TestServer.ts"
+import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
 
 const script = fileURLToPath(new URL("../../.ci/chromium", import.meta.url))
 
@@ -32,7 +32,7 @@ const flags = [
 /** A browser with an empty profile for the length of the scope. */
 export const launch = Effect.gen(function* () {
   const executablePath = yield* executable
-  const profile = yield* TestServer.tempFolder("bothy-chromium-")
+  const profile = yield* EmbeddedServer.tempFolder("bothy-chromium-")
   return yield* Effect.acquireRelease(
     Effect.promise(() => chromium.launchPersistentContext(profile, { executablePath, headless: true, args: flags })),
     (context: BrowserContext) => Effect.promise(() => context.close()),

@@ -6,12 +6,12 @@
 import { chmodSync, existsSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { Effect } from "effect"
+import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
 import * as NodeProcess from "./NodeProcess.ts"
-import * as TestServer from "./TestServer.ts"
 
 /** A home in the test's own folder, opened to the server's OS user (so the cluster stays in it). */
 export const home = Effect.gen(function* () {
-  const dir = yield* TestServer.tempFolder("bothy-cli-")
+  const dir = yield* EmbeddedServer.tempFolder("bothy-cli-")
   chmodSync(dir, 0o755)
   return join(dir, ".bothy")
 })
@@ -29,7 +29,7 @@ export const start = (
   args: ReadonlyArray<string> = ["worker"],
 ) =>
   Effect.gen(function* () {
-    const port = String(yield* TestServer.freePort)
+    const port = String(yield* EmbeddedServer.freePort)
     const worker = yield* NodeProcess.start(
       NodeProcess.bothy,
       args,

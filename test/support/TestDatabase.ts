@@ -5,9 +5,9 @@
 import { randomUUID } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
 import { inject } from "vitest"
-import { withDatabase } from "./DatabaseUrl.ts"
+import { withDatabase } from "../../testkit/DatabaseUrl.ts"
+import * as MigratedDatabase from "../../testkit/MigratedDatabase.ts"
 
 export class TestDatabase extends Context.Service<
   TestDatabase,
@@ -18,11 +18,8 @@ export class TestDatabase extends Context.Service<
   }
 >()("test/TestDatabase") {}
 
-const admin = () => PgClient.layer({ url: Redacted.make(inject("pgAdminUrl")), maxConnections: 1 })
-
 /** Runs one statement on the maintenance database. */
-export const adminSql = (statement: string) =>
-  Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(statement)).pipe(Effect.provide(admin()))
+export const adminSql = (statement: string) => MigratedDatabase.adminStatement(inject("pgAdminUrl"), statement)
 
 const fresh = (template: string | undefined, options: Partial<PgClient.PgPoolConfig>) =>
   Layer.unwrap(

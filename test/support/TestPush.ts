@@ -15,7 +15,7 @@ import * as PushAudience from "../../src/push/PushAudience.ts"
 import { defaults, PushConfig, type PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
-import * as PushService from "./PushService.ts"
+import * as PushService from "../../testkit/PushService.ts"
 import * as TestDatabase from "./TestDatabase.ts"
 
 export const subject = "mailto:push-tests@example.com"

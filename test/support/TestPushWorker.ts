@@ -12,7 +12,7 @@ import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushDelivery from "../../src/push/PushDelivery.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
-import * as PushService from "./PushService.ts"
+import * as PushService from "../../testkit/PushService.ts"
 
 /** A member of `space` allowed `push.deliver` there, with one browser per name in `browsers`. */
 export const member = (service: PushService.PushService, space: string, principal: string, browsers = 1) =>

@@ -1,46 +1,24 @@
 /**
- * The test run's embedded PostgreSQL, started by the same code as `bothy worker`'s
- * (`EmbeddedPostgres.start`): a free port, data in a fresh temporary folder (fsync off: tests only),
- * removed when the scope closes. Where the binaries come from and where they and the data may go are
- * parameters, so a test can start it exactly as a clone in another folder would.
+ * The test run's embedded PostgreSQL: the kit's harness (`testkit/EmbeddedServer`) with the tests'
+ * settings (fsync off: tests only) and its folder private, as a user's home is. Where the binaries
+ * come from and where they and the data may go are parameters, so a test can start it exactly as a
+ * clone in another folder would.
  */
-import { mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { Cause, Effect, Exit, Redacted, References, Scope } from "effect"
-import * as EmbeddedPostgres from "../../src/platform/EmbeddedPostgres.ts"
+import { Cause, Effect, Exit, Scope } from "effect"
+import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
 
-export const freePort = Effect.callback<number>((resume) => {
-  const server = createServer().listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    server.close(() => resume(Effect.succeed(typeof address === "object" && address ? address.port : 0)))
-  })
-})
-
-/** A fresh folder (mode 0700, as `mkdtemp` makes it), removed with the scope. */
-export const tempFolder = (prefix: string) =>
-  Effect.acquireRelease(
-    Effect.sync(() => mkdtempSync(join(tmpdir(), prefix))),
-    (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
-  )
-
-export type Locations = Pick<EmbeddedPostgres.EmbeddedPostgresOptions, "packageRoot" | "binariesCache" | "dataFallback">
+export type Locations = EmbeddedServer.Locations
 
 export const start = (locations: Locations = {}) =>
-  Effect.gen(function* () {
-    const dir = yield* tempFolder("bothy-test-")
-    const server = yield* EmbeddedPostgres.start({
+  Effect.map(
+    EmbeddedServer.start({
       ...locations,
-      dataDir: join(dir, "pg"),
-      passwordFile: join(dir, "password"),
-      port: yield* freePort,
-      ephemeral: true,
+      prefix: "bothy-test-",
       settings: { fsync: "off", synchronous_commit: "off", full_page_writes: "off", max_connections: "400" },
-    }).pipe(Effect.provideService(References.MinimumLogLevel, "Warn")) // where the data went: noise in a test run
-    const adminUrl = `postgres://${server.user}:${encodeURIComponent(Redacted.value(server.password))}@${server.host}:${server.port}/postgres`
-    return { server, adminUrl }
-  })
+      quiet: true,
+    }),
+    (server) => ({ server, adminUrl: server.adminUrl }),
+  )
 
 /**
  * `start` for a caller outside Effect (vitest's global setup): a failure rejects with an `Error`

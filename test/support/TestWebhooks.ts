@@ -20,7 +20,7 @@ import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
-import { withDatabase } from "./DatabaseUrl.ts"
+import { withDatabase } from "../../testkit/DatabaseUrl.ts"
 import * as TestDatabase from "./TestDatabase.ts"
 
 export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64"))))

@@ -1,14 +1,11 @@
 /**
  * One PostgreSQL per test run: the embedded server (`TestServer`), or the server
  * `DATABASE_URL_TEST` points at. If it cannot start, the run fails with one line saying why. Migrations are
- * applied once to a template database; each test file clones it (see `TestDatabase`).
+ * applied once to a template database (`MigratedDatabase`); each test file clones it (see `TestDatabase`).
  */
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Redacted } from "effect"
-import { SqlClient } from "effect/sql"
+import { Effect } from "effect"
 import type { TestProject } from "vitest/node"
-import * as Migrations from "../../src/platform/Migrations.ts"
-import { withDatabase } from "./DatabaseUrl.ts"
+import * as MigratedDatabase from "../../testkit/MigratedDatabase.ts"
 import * as TestServer from "./TestServer.ts"
 
 declare module "vitest" {
@@ -29,14 +26,8 @@ export default async function setup(project: TestProject) {
     stop = started.stop
   }
   const template = `bothy_template_${process.pid}_${Date.now()}`
-  const admin = PgClient.layer({ url: Redacted.make(adminUrl), maxConnections: 1 })
-  const migrated = Effect.flatMap(SqlClient.SqlClient, (sql) => sql.unsafe(`CREATE DATABASE "${template}"`)).pipe(
-    Effect.provide(admin),
-    Effect.andThen(
-      Migrations.run.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(withDatabase(adminUrl, template)) }))),
-    ),
-  )
-  await Effect.runPromise(migrated).catch(async (e) => {
+  const admin = adminUrl
+  await Effect.runPromise(MigratedDatabase.create(admin, template)).catch(async (e) => {
     await stop()
     throw e
   })
@@ -44,11 +35,7 @@ export default async function setup(project: TestProject) {
   project.provide("pgTemplate", template)
 
   return async () => {
-    await Effect.runPromise(
-      Effect.flatMap(SqlClient.SqlClient, (sql) =>
-        sql.unsafe(`DROP DATABASE IF EXISTS "${template}" WITH (FORCE)`),
-      ).pipe(Effect.provide(admin), Effect.ignore),
-    )
+    await Effect.runPromise(MigratedDatabase.drop(admin, template).pipe(Effect.ignore))
     await stop()
   }
 }

@@ -4,8 +4,8 @@ import { SqlClient, Statement } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as DeliveryHistory from "../../src/webhooks/DeliveryHistory.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 /** Runs `effect`, counting its statements whose text matches `pattern`. */
 const counting = <A, E, R>(pattern: RegExp, effect: Effect.Effect<A, E, R>) =>

@@ -8,8 +8,8 @@ import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import { outcomeUnknown } from "../../src/webhooks/DeliveriesInDoubt.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 import * as WorkerProcess from "../support/WorkerProcess.ts"
 
 const key = WorkerProcess.rawKey()

@@ -6,8 +6,8 @@ import { assert, layer } from "@effect/vitest"
 import { Effect, Logger } from "effect"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 layer(TestWebhooks.layer(), { excludeTestServices: true })("failing subscriptions", (it) => {
   it.effect(

@@ -7,8 +7,8 @@ import { EventLog, timeOf } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 // A retry step far beyond the test: a failed delivery's drainer sleeps through it.
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)], pool: { maxConnections: 16 } })

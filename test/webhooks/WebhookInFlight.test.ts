@@ -4,8 +4,8 @@ import * as Worker from "../../src/bin/Worker.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 // The default pool (10 connections): hundreds of drainers must not starve each other of it.
 const Live = TestWebhooks.layer()

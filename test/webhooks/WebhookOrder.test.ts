@@ -5,8 +5,8 @@ import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(10)], pool: { maxConnections: 16 } })
 

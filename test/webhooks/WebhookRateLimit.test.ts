@@ -17,8 +17,8 @@ import { Webhook } from "standardwebhooks"
 import type { JobInfo } from "../../src/jobs/JobKind.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 // A failed request comes back after about 10 ms: well inside the limit's interval, so the retry
 // has to wait for its turn like any request.

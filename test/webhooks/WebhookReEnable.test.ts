@@ -3,10 +3,10 @@ import { Duration, Effect, Fiber } from "effect"
 import { SqlClient, Statement } from "effect/sql"
 import { disable } from "../../src/webhooks/SubscriptionStates.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import { eventually } from "../support/Eventually.ts"
 import * as RowLock from "../support/RowLock.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(10)] })
 

@@ -3,8 +3,8 @@ import { Clock, Duration, Effect } from "effect"
 import { TestClock } from "effect/testing"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 const Live = TestWebhooks.layer()
 

@@ -8,8 +8,8 @@ import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WebhookReceiver from "../support/WebhookReceiver.ts"
 
 // A failed delivery comes back after 10 ms (the worker's 50 ms poll brings it back).
 const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(10)], pool: { maxConnections: 16 } })
