@@ -16,6 +16,7 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import * as EventLog from "../log/EventLog.ts"
 import { pgFailure } from "../platform/PgError.ts"
 
 export class ConsumerRoundRunning extends Schema.TaggedError<ConsumerRoundRunning>()("ConsumerRoundRunning", {
@@ -44,7 +45,7 @@ export const moveAllTo = Effect.fn("ConsumerCursors.moveAllTo")(function* (head:
   )
   yield* sql`
     UPDATE event_consumer_cursors
-    SET last_seq = ${head}, last_at = greatest(last_at, (SELECT last_at FROM event_seq)), updated_at = clock_timestamp()
+    SET last_seq = ${head}, last_at = greatest(last_at, ${EventLog.headAt(sql)}), updated_at = clock_timestamp()
     WHERE last_seq <> ${head}`
   return cursors.map((c): CursorMove => ({ name: c.name, from: c.from, to: head }))
 })

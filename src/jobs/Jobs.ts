@@ -54,6 +54,21 @@ export const insertCtes = (sql: SqlClient.SqlClient, rows: Statement.Fragment) =
     SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
   )`
 
+/**
+ * An SQL condition for another part's statement (the `jobs` table is this part's own): the job
+ * whose id is `job` has been claimed again after `attempt`, so the run that holds `attempt` is
+ * stale and must not act beside the later one.
+ */
+export const attemptedAfter = (sql: SqlClient.SqlClient, job: Statement.Fragment, attempt: number) =>
+  sql`EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = ${job} AND j.attempt > ${attempt})`
+
+/**
+ * An SQL condition: the job whose id is `job` waits for its time (scheduled, or retryable after a
+ * failure), so `JobControl.retry` would make it runnable at once.
+ */
+export const isWaiting = (sql: SqlClient.SqlClient, job: Statement.Fragment) =>
+  sql`EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = ${job} AND j.state IN ('scheduled', 'retryable'))`
+
 /** The columns `inserted` and `woken` (queues notified) for the final SELECT of a statement with `insertCtes`. */
 export const insertCounts = (sql: SqlClient.SqlClient) =>
   sql`(SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken`

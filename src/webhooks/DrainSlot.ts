@@ -122,6 +122,6 @@ export const release = (sql: SqlClient.SqlClient, subscriptionId: string, job: b
  */
 export const superseded = (sql: SqlClient.SqlClient, job: bigint, attempt: number) =>
   sql<{ later: boolean }>`
-    SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ${job} AND attempt > ${attempt}) AS later`.pipe(
+    SELECT ${Jobs.attemptedAfter(sql, sql`${job}::bigint`, attempt)} AS later`.pipe(
     Effect.map((rows) => rows[0]?.later === true),
   )

@@ -13,7 +13,8 @@
  */
 import { Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"
-import { timeOf } from "../log/EventLog.ts"
+import * as Jobs from "../jobs/Jobs.ts"
+import { eventAt } from "../log/EventLog.ts"
 import type * as OutboundSender from "../outbound/OutboundSender.ts"
 import { column } from "../platform/SqlArrays.ts"
 import type { Drain } from "./Drain.ts"
@@ -144,12 +145,12 @@ const pendingCtes = (
       WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${read.after}
       ORDER BY event_seq LIMIT ${read.limit}
     ) AS d
-    LEFT JOIN event_log AS e ON e.seq = d.event_seq AND ${timeOf(drain.sql, drain.sql`d.event_at`)}
+    LEFT JOIN ${eventAt(drain.sql, drain.sql`d.event_seq`, drain.sql`d.event_at`)}
       AND e.occurred_at >= coalesce(${read.window.since}::timestamptz, '-infinity')
       AND e.occurred_at <= coalesce(${read.window.until}::timestamptz, 'infinity')
     WHERE w.subscription_id = ${read.subscriptionId}::uuid AND w.job_id = ${read.job}
       -- A later attempt of the job runs elsewhere: this run is stale and must not send beside it.
-      AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = w.job_id AND j.attempt > ${read.attempt})
+      AND NOT ${Jobs.attemptedAfter(drain.sql, drain.sql`w.job_id`, read.attempt)}
   ), g AS (
     -- Nothing from the first unsure delivery on is numbered: the read is cut there.
     SELECT "deliveryId", "eventSeq", existing, sendable,

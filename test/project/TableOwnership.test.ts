@@ -1,0 +1,104 @@
+/**
+ * A table has one owner (style.md, "Tables and the SQL that runs"): the SQL of a part names only
+ * its own tables, and reaches another part's through a fragment or function that part exports
+ * (`EventLog.headSeq`, `EventLog.eventAt`, `Jobs.attemptedAfter`...). What still names another
+ * part's table stands below, each place with its reason; the list only shrinks.
+ *
+ * "Names a table" means in a table's place in the statement (FROM, JOIN, INTO, UPDATE, a FROM
+ * list's comma, `'t'::regclass`) or a function called by name, in the text of `sql\`...\`` templates
+ * and of `.unsafe(...)` / `sql.literal(...)` strings under src/<part>/ (see test/support/SqlText.ts):
+ * a column that shares a table's name (`webhook_deliveries.event_seq`) is no read of `event_seq`.
+ */
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { assert, describe, it } from "vitest"
+import * as TableOwnership from "../support/TableOwnership.ts"
+
+const root = join(import.meta.dirname, "..", "..")
+
+interface Allowed {
+  readonly file: string
+  readonly table: string
+  readonly reason: string
+}
+
+const allowed: ReadonlyArray<Allowed> = [
+  {
+    file: "src/consumer/StatementRound.ts",
+    table: "event_log",
+    reason: "the round's one statement reads the day partitions itself (detach check in pg_inherits); to move to log/",
+  },
+  {
+    file: "src/consumer/StatementRound.ts",
+    table: "event_seq",
+    reason: "the round's head must come from the same snapshot as its read: one statement",
+  },
+  {
+    file: "src/crypto/SealingKeyCheck.ts",
+    table: "webhook_subscriptions",
+    reason: "a database sealed before the check takes the key of one stored secret; crypto cannot import webhooks",
+  },
+  {
+    file: "src/webhooks/SubscriptionResume.ts",
+    table: "event_log",
+    reason: "re-enabling reads the missed range by seq with no time bound (its first event's time is unknown)",
+  },
+  // The status page reads every part in one place; it is to ask each owner for its figures.
+  {
+    file: "src/ops/Status.ts",
+    table: "event_consumer_cursors",
+    reason: "cursors and lag, in one snapshot with the head",
+  },
+  { file: "src/ops/Status.ts", table: "event_seq", reason: "the head, in one snapshot with the cursors" },
+  { file: "src/ops/Status.ts", table: "event_log", reason: "pending age and the partitions' runway" },
+  { file: "src/ops/Status.ts", table: "jobs", reason: "job counts by queue and state" },
+  { file: "src/ops/Status.ts", table: "webhook_subscriptions", reason: "subscriptions by state, and the failing ones" },
+  { file: "src/ops/Status.ts", table: "webhook_deliveries", reason: "pending deliveries and their oldest event" },
+  { file: "src/ops/Status.ts", table: "webhook_attempts", reason: "the failing subscriptions' last attempts" },
+  { file: "src/ops/Status.ts", table: "push_registrations", reason: "registrations by kind" },
+]
+
+const isAllowed = (use: TableOwnership.Use) => allowed.some((a) => a.file === use.file && a.table === use.table)
+
+describe("TableOwnership", () => {
+  it("TableOwnershipHolds: every table and function of migrations/ has an owner part", () => {
+    const unowned = TableOwnership.created().filter((name) => TableOwnership.owners[name] === undefined)
+    assert.deepStrictEqual(unowned, [], "add them to `owners` in test/support/TableOwnership.ts")
+  })
+
+  it("TableOwnershipHolds: no part's SQL names another part's table, but for the allow-list", () => {
+    const violations = TableOwnership.foreignUses().filter((use) => !isAllowed(use))
+    assert.deepStrictEqual(
+      violations,
+      [],
+      `\n${TableOwnership.describe(violations)}\nread it through a fragment or function its owner exports`,
+    )
+  })
+
+  it("TableOwnershipHolds: every allow-list entry is still needed", () => {
+    const uses = TableOwnership.foreignUses()
+    const stale = allowed.filter((a) => !uses.some((u) => u.file === a.file && u.table === a.table))
+    assert.deepStrictEqual(stale, [], "remove these entries: their file no longer names the table")
+  })
+
+  it("TableOwnershipHolds: a copy of src/ where push reads webhook_subscriptions fails on that file and table", () => {
+    const copy = mkdtempSync(join(tmpdir(), "bothy-ownership-"))
+    try {
+      for (const folder of ["src", "migrations"]) cpSync(join(root, folder), join(copy, folder), { recursive: true })
+      const fanOut = join(copy, "src", "push", "PushFanOut.ts")
+      writeFileSync(
+        fanOut,
+        `${readFileSync(fanOut, "utf8")}\nexport const planted = (sql: any) => sql\`SELECT count(*) FROM webhook_subscriptions\`\n`,
+      )
+      const violations = TableOwnership.foreignUses(copy).filter((use) => !isAllowed(use))
+      console.log(TableOwnership.describe(violations))
+      assert.deepStrictEqual(
+        violations.map(({ file, table, owner }) => ({ file, table, owner })),
+        [{ file: "src/push/PushFanOut.ts", table: "webhook_subscriptions", owner: "webhooks" }],
+      )
+    } finally {
+      rmSync(copy, { recursive: true, force: true })
+    }
+  })
+})
