@@ -128,21 +128,18 @@ const outcome = (row: Row | undefined): RoundOutcome | undefined => {
 }
 
 /**
- * One round of `name` as one statement (see the module header). Prepared: PostgreSQL plans it
- * generically after five runs (what that costs on a table of many leaves: `source`). Run
- * unprepared (planned each time, pruned while planning) it was slower at every size measured
- * (`npm run bench -- retention`).
+ * The round's one statement (see the module header), for the consumer `name` whose earlier rounds
+ * saw `bounds` (none: it reads `event_log` unbounded by a window). Its composed text, for the
+ * consumers bothy ships, is kept in docs/sql/ (test/project/SqlSnapshots.test.ts).
  */
-export const make = (
-  options: StatementRoundOptions,
-): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const { name, batchSize, fanOut } = options
-    const window = options.window ?? (yield* ReadWindow.make)
-    const bounds = yield* window.next(name)
-    const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
-    const rows = yield* sql<Row>`
+export const statement = (
+  sql: SqlClient.SqlClient,
+  options: Pick<StatementRoundOptions, "name" | "batchSize" | "fanOut">,
+  bounds?: ReadWindow.Window | undefined,
+) => {
+  const { name, batchSize, fanOut } = options
+  const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
+  return sql<Row>`
       WITH c AS MATERIALIZED (
         SELECT last_seq, last_at, xmin AS version FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
       ), read AS MATERIALIZED (
@@ -195,7 +192,24 @@ export const make = (
               ) AS t) AS "traceParents",
              ${Jobs.insertCounts(sql)},
              ${sql.join(" + ", false)(["unflushed", ...(fanOut.sideEffects ?? [])].map(read))} AS side_effects
-      FROM pos AS p CROSS JOIN go AS g`.pipe(
+      FROM pos AS p CROSS JOIN go AS g`
+}
+
+/**
+ * One round of `name` as one statement (see the module header). Prepared: PostgreSQL plans it
+ * generically after five runs (what that costs on a table of many leaves: `source`). Run
+ * unprepared (planned each time, pruned while planning) it was slower at every size measured
+ * (`npm run bench -- retention`).
+ */
+export const make = (
+  options: StatementRoundOptions,
+): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const { name } = options
+    const window = options.window ?? (yield* ReadWindow.make)
+    const bounds = yield* window.next(name)
+    const rows = yield* statement(sql, options, bounds).pipe(
       // A day named in the read was dropped (the cursor stood still past the retention).
       Effect.catchIf(
         (e) => pgFailure(e).code === "42P01",

@@ -117,7 +117,7 @@ export type DeliveryState = "delivered" | "pending" | "dead"
  * as far as this statement can tell: `go`).
  */
 const pendingCtes = (
-  drain: Drain,
+  drain: Pick<Drain, "sql" | "allowedColumn">,
   read: {
     readonly subscriptionId: string
     readonly job: bigint
@@ -254,7 +254,7 @@ export const recordAttempts = (
  * what `numbered_by` becomes if its numbers hold.
  */
 export const recordAndReadStatement = (
-  drain: Drain,
+  drain: Pick<Drain, "sql" | "allowedColumn">,
   read: Parameters<typeof pendingCtes>[1],
   sent: ReadonlyArray<Sent>,
   token: string | null,

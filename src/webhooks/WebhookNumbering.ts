@@ -81,20 +81,14 @@ export interface Numbered {
   readonly numberedHere: boolean
 }
 
-/**
- * Numbers `deliveries` (to be sent, in seq order; `existing` the number each already has) in one
- * statement, for hosts whose rights are asked outside the statement that read them.
- * `tokenSeen`: `numbered_by` as that statement saw it.
- */
-export const number = (
+/** `number`'s one statement (its composed text is in docs/sql/webhook-numbering.sql). */
+export const numberStatement = (
+  sql: SqlClient.SqlClient,
   subscriptionId: string,
   deliveries: ReadonlyArray<{ readonly deliveryId: bigint; readonly existing: bigint | null }>,
   tokenSeen: string | null,
   token: string,
-) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql<Numbered>`
+) => sql<Numbered>`
       WITH g AS (
         SELECT * FROM unnest(${deliveries.map((d) => d.deliveryId.toString())}::bigint[],
                              ${column(deliveries, (d) => d.existing?.toString())}::bigint[])
@@ -113,8 +107,22 @@ export const number = (
       SELECT g.delivery_id AS "deliveryId",
              CASE WHEN coalesce((SELECT numbered FROM s), false) THEN coalesce(n.sequence, g.existing) END AS sequence,
              n.id IS NOT NULL AS "numberedHere"
-      FROM g LEFT JOIN n ON n.id = g.delivery_id ORDER BY g.ord`,
-  ).pipe(Effect.withSpan("WebhookNumbering.number", { attributes: { "webhook.deliveries": deliveries.length } }))
+      FROM g LEFT JOIN n ON n.id = g.delivery_id ORDER BY g.ord`
+
+/**
+ * Numbers `deliveries` (to be sent, in seq order; `existing` the number each already has) in one
+ * statement (`numberStatement`), for hosts whose rights are asked outside the statement that read
+ * them. `tokenSeen`: `numbered_by` as that statement saw it.
+ */
+export const number = (
+  subscriptionId: string,
+  deliveries: ReadonlyArray<{ readonly deliveryId: bigint; readonly existing: bigint | null }>,
+  tokenSeen: string | null,
+  token: string,
+) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => numberStatement(sql, subscriptionId, deliveries, tokenSeen, token)).pipe(
+    Effect.withSpan("WebhookNumbering.number", { attributes: { "webhook.deliveries": deliveries.length } }),
+  )
 
 /**
  * Gives back `numbers`, which the statement that set `token` handed to deliveries the run has not sent
