@@ -3,28 +3,28 @@
 -- Update: UPDATE_SNAPSHOTS=1 npx vitest run test/project/SqlSnapshots.test.ts
 
 WITH
-r AS (
+answers AS (
   SELECT * FROM unnest(
     $1::bigint[], $2::int[],
     $3::timestamptz[], $4::int[],
     $5::int[], $6::text[],
     $7::text[],
     $8::bool[], $9::bool[]
-  ) WITH ORDINALITY AS r(delivery_id, number, started_at, duration_ms, status, error_class, body, truncated, ok, n)
+  ) WITH ORDINALITY AS a(delivery_id, number, started_at, duration_ms, status, error_class, body, truncated, ok, n)
 ), attempt AS (
   INSERT INTO webhook_attempts
     (delivery_id, number, started_at, duration_ms, status, error_class, response_body, response_truncated)
-  SELECT delivery_id, number, started_at, duration_ms, status, error_class, body, truncated FROM r
-), d AS (
+  SELECT delivery_id, number, started_at, duration_ms, status, error_class, body, truncated FROM answers
+), delivered AS (
   UPDATE webhook_deliveries AS d
-  SET attempts = d.attempts + 1, last_status = r.status, last_error_class = r.error_class,
-      last_attempt_at = r.started_at,
-      state = CASE WHEN r.ok AND d.state = 'pending' THEN 'delivered' ELSE d.state END,
-      finished_at = CASE WHEN r.ok AND d.state = 'pending' THEN clock_timestamp() ELSE d.finished_at END
-  FROM r WHERE d.id = r.delivery_id
+  SET attempts = d.attempts + 1, last_status = a.status, last_error_class = a.error_class,
+      last_attempt_at = a.started_at,
+      state = CASE WHEN a.ok AND d.state = 'pending' THEN 'delivered' ELSE d.state END,
+      finished_at = CASE WHEN a.ok AND d.state = 'pending' THEN clock_timestamp() ELSE d.finished_at END
+  FROM answers AS a WHERE d.id = a.delivery_id
   RETURNING d.id, d.state, d.event_seq
 ),
-h AS MATERIALIZED (
+pending AS MATERIALIZED (
   SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence AS existing, d.attempts,
          s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
          s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
@@ -57,49 +57,51 @@ AND e.occurred_at < coalesce(date_trunc('milliseconds', d.event_at) + interval '
   WHERE w.subscription_id = $19::uuid AND w.job_id = $20
     -- A later attempt of the job runs elsewhere: this run is stale and must not send beside it.
     AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = w.job_id AND j.attempt > $21)
-), g AS (
+), checked AS (
   -- Nothing from the first unsure delivery on is numbered: the read is cut there.
   SELECT "deliveryId", "eventSeq", existing, sendable,
          sendable AND coalesce(allowed, false)
-           AND NOT EXISTS (SELECT 1 FROM h AS u WHERE u.unsure AND u."eventSeq" <= x."eventSeq") AS go
-  FROM (SELECT *, (state = 'active' AND "eventSeq" > "startedSeq" AND present AND scoped) AS sendable FROM h) AS x
-), p AS (
-    SELECT EXISTS (SELECT 1 FROM d WHERE state IN ('delivered', 'pending')) AS recorded,
-        (SELECT max(event_seq) FROM d WHERE state = 'delivered') AS delivered_to, coalesce(bool_or(go), false) AS numbering,
+           AND NOT EXISTS (SELECT 1 FROM pending AS u WHERE u.unsure AND u."eventSeq" <= x."eventSeq") AS go
+  FROM (SELECT *, (state = 'active' AND "eventSeq" > "startedSeq" AND present AND scoped) AS sendable FROM pending) AS x
+), progress AS (
+    SELECT EXISTS (SELECT 1 FROM delivered WHERE state IN ('delivered', 'pending')) AS recorded,
+        (SELECT max(event_seq) FROM delivered WHERE state = 'delivered') AS delivered_to, coalesce(bool_or(go), false) AS numbering,
            (count(*) FILTER (WHERE go AND existing IS NULL))::int AS fresh,
-           (SELECT "tokenSeen" FROM h LIMIT 1) AS token_seen
-    FROM g
+           (SELECT "tokenSeen" FROM pending LIMIT 1) AS token_seen
+    FROM checked
   ),
-s AS (
+subscription AS (
   UPDATE webhook_subscriptions AS s
-  SET last_delivered_seq = CASE WHEN p.recorded THEN greatest(s.last_delivered_seq, p.delivered_to)
+  SET last_delivered_seq = CASE WHEN progress.recorded THEN greatest(s.last_delivered_seq, progress.delivered_to)
                                 ELSE s.last_delivered_seq END,
-      failing_first_at = CASE WHEN p.recorded
+      failing_first_at = CASE WHEN progress.recorded
                               THEN $22::timestamptz
                               ELSE s.failing_first_at END,
-      failing_clock_at = CASE WHEN p.recorded
+      failing_clock_at = CASE WHEN progress.recorded
                               THEN $23::timestamptz
                               ELSE s.failing_clock_at END,
-last_sequence = s.last_sequence + CASE WHEN p.numbering AND s.numbered_by IS NOT DISTINCT FROM p.token_seen THEN p.fresh ELSE 0 END,
-numbered_by = CASE WHEN p.numbering AND s.numbered_by IS NOT DISTINCT FROM p.token_seen THEN $24::uuid ELSE s.numbered_by END
-  FROM p
-  WHERE s.id = $25::uuid AND (p.recorded OR p.numbering)
+last_sequence = s.last_sequence + CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN progress.fresh ELSE 0 END,
+numbered_by = CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN $24::uuid ELSE s.numbered_by END
+  FROM progress
+  WHERE s.id = $25::uuid AND (progress.recorded OR progress.numbering)
   RETURNING s.last_sequence, coalesce(s.numbered_by = $26::uuid, false) AS numbered
-), f AS (
+), fresh AS (
     SELECT "deliveryId" AS delivery_id, row_number() OVER (ORDER BY "eventSeq") AS rank
-    FROM g WHERE go AND existing IS NULL
+    FROM checked WHERE go AND existing IS NULL
   ),
-n AS (
-  UPDATE webhook_deliveries AS n SET sequence = s.last_sequence - p.fresh + f.rank
-  FROM f, s, p WHERE n.id = f.delivery_id AND s.numbered
-  RETURNING n.id, n.sequence
+numbered AS (
+  UPDATE webhook_deliveries AS d SET sequence = subscription.last_sequence - progress.fresh + fresh.rank
+  FROM fresh, subscription, progress WHERE d.id = fresh.delivery_id AND subscription.numbered
+  RETURNING d.id, d.sequence
 )
-  SELECT h.*, g.sendable,
-         CASE WHEN g.go AND coalesce((SELECT numbered FROM s), false) THEN coalesce(n.sequence, h.existing) END
+  SELECT pending.*, checked.sendable,
+         CASE WHEN checked.go AND coalesce((SELECT subscription.numbered FROM subscription), false)
+              THEN coalesce(numbered.sequence, pending.existing) END
            AS sequence,
-         n.id IS NOT NULL AS "numberedHere", coalesce((SELECT numbered FROM s), false) AS numbered
-  FROM h JOIN g USING ("deliveryId") LEFT JOIN n ON n.id = h."deliveryId"
-  ORDER BY h."eventSeq";
+         numbered.id IS NOT NULL AS "numberedHere",
+         coalesce((SELECT subscription.numbered FROM subscription), false) AS numbered
+  FROM pending JOIN checked USING ("deliveryId") LEFT JOIN numbered ON numbered.id = pending."deliveryId"
+  ORDER BY pending."eventSeq";
 
 -- $1 = ["41"]
 -- $2 = [1]

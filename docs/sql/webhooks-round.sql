@@ -56,10 +56,11 @@ WITH c AS MATERIALIZED (
     SELECT sub, seq, epoch, occurred_at FROM matched
   ),
   held AS MATERIALIZED (
-    SELECT n.sub, c.first, (n.job_id IS NOT NULL AND EXISTS (
-  SELECT 1 FROM jobs AS live WHERE live.id = n.job_id AND live.state IN ('available', 'scheduled', 'running', 'retryable')
+    SELECT locked.sub, counted.first,
+           (locked.job_id IS NOT NULL AND EXISTS (
+  SELECT 1 FROM jobs AS live WHERE live.id = locked.job_id AND live.state IN ('available', 'scheduled', 'running', 'retryable')
 )) AS is_held
-    FROM locked AS n JOIN counted AS c ON c.sub = n.sub
+    FROM locked JOIN counted ON counted.sub = locked.sub
   ), nudged AS MATERIALIZED (
     SELECT pg_notify($12, sub::text) FROM held WHERE is_held
   ), wanted AS (
