@@ -15,7 +15,7 @@ WITH c AS MATERIALIZED (
         ORDER BY seq LIMIT $4
       ) AS e
     ), pos AS MATERIALIZED (
-      SELECT c.last_seq AS after, c.last_at AS after_at, h.value AS head, h.epoch AS head_epoch,
+      SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
              -- A row locked in a newer version than the snapshot's was changed after the
              -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
              -- of the consumer's own tables is then older than the lock.
@@ -25,7 +25,7 @@ WITH c AS MATERIALIZED (
              (SELECT max(occurred_at) FROM read WHERE n <= $8) AS to_at,
              (SELECT count(*) FROM read) > $9 AS is_full,
              (SELECT occurred_at FROM read WHERE n = $10) AS next_occurred_at
-      FROM c CROSS JOIN event_seq AS h
+      FROM c CROSS JOIN (SELECT value AS seq, epoch, last_at AS at FROM event_seq) AS h
     ), go AS MATERIALIZED (
       SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
     ), ev AS (
@@ -60,12 +60,12 @@ jobs_inserted AS (
   ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
   RETURNING id, queue
 ), jobs_woken AS MATERIALIZED (
-  SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
+  SELECT pg_notify($16, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
 ), moved AS (
       UPDATE event_consumer_cursors
       SET last_seq = (SELECT to_seq FROM pos), last_at = greatest(last_at, (SELECT to_at FROM pos)),
           updated_at = clock_timestamp()
-      WHERE name = $16 AND (SELECT ok FROM go)
+      WHERE name = $17 AND (SELECT ok FROM go)
     ), unflushed AS MATERIALIZED (
       SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
     )
@@ -74,7 +74,7 @@ jobs_inserted AS (
            CASE WHEN isfinite(CASE WHEN g.ok THEN greatest(p.after_at, p.to_at) ELSE p.after_at END) THEN CASE WHEN g.ok THEN greatest(p.after_at, p.to_at) ELSE p.after_at END END AS "cursorAt",
            clock_timestamp() AS "dbNow",
            (SELECT array_agg(t.trace_parent) FROM (
-              SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $17
+              SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $18
             ) AS t) AS "traceParents",
            (SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken,
            (SELECT count(*) FROM "unflushed") AS side_effects
@@ -95,5 +95,6 @@ jobs_inserted AS (
 -- $13 = "push"
 -- $14 = 291
 -- $15 = "push"
--- $16 = "push"
--- $17 = 32
+-- $16 = "jobs"
+-- $17 = "push"
+-- $18 = 32

@@ -26,6 +26,7 @@ import { Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Jobs from "../jobs/Jobs.ts"
+import * as EventLog from "../log/EventLog.ts"
 import * as EventLogPartitions from "../log/EventLogPartitions.ts"
 import { pgFailure } from "../platform/PgError.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
@@ -95,18 +96,8 @@ export const namedDays = (window: ReadWindow.Window | undefined) =>
  * reads it; one dropped fails the statement (`undefined_table`) and the transactional round takes
  * over. The statement's text names the days, so each day's round is a prepared statement of its own.
  */
-const source = (sql: SqlClient.SqlClient, window: ReadWindow.Window | undefined): Statement.Fragment => {
-  const days = namedDays(window)
-  if (days === undefined) return sql`event_log`
-  const branches = days.map(
-    (day) => sql`
-      SELECT ${sql.literal(columns)} FROM ${sql(day)} WHERE (
-        SELECT NOT i.inhdetachpending FROM pg_inherits AS i
-        WHERE i.inhrelid = ${sql.literal(`'${day}'::regclass`)} AND i.inhparent = 'event_log'::regclass
-      )`,
-  )
-  return sql`(${sql.join(" UNION ALL ", false)(branches)})`
-}
+const source = (sql: SqlClient.SqlClient, window: ReadWindow.Window | undefined): Statement.Fragment =>
+  EventLogPartitions.source(sql, namedDays(window), columns)
 
 /** The round's outcome from its row; `undefined` for the transactional round to take over. */
 const outcome = (row: Row | undefined): RoundOutcome | undefined => {
@@ -147,13 +138,13 @@ export const statement = (
                row_number() OVER (ORDER BY e.seq) AS n
         FROM c CROSS JOIN LATERAL (
           SELECT ${sql.literal(columns)} FROM ${source(sql, bounds)} AS l
-          WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
+          WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= ${EventLog.headAt(sql)}
             AND occurred_at >= coalesce(${bounds?.since ?? null}::timestamptz, '-infinity')
             AND occurred_at <= coalesce(${bounds?.until ?? null}::timestamptz, 'infinity')
           ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
       ), pos AS MATERIALIZED (
-        SELECT c.last_seq AS after, c.last_at AS after_at, h.value AS head, h.epoch AS head_epoch,
+        SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
                -- A row locked in a newer version than the snapshot's was changed after the
                -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
                -- of the consumer's own tables is then older than the lock.
@@ -163,7 +154,7 @@ export const statement = (
                (SELECT max(occurred_at) FROM read WHERE n <= ${batchSize}) AS to_at,
                (SELECT count(*) FROM read) > ${batchSize} AS is_full,
                (SELECT occurred_at FROM read WHERE n = ${batchSize + 1}) AS next_occurred_at
-        FROM c CROSS JOIN event_seq AS h
+        FROM c CROSS JOIN ${EventLog.head(sql)} AS h
       ), go AS MATERIALIZED (
         SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
       ), ev AS (

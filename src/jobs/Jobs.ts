@@ -23,6 +23,13 @@ import { storableCheck } from "../platform/StorableText.ts"
 import * as JobMetrics from "./JobMetrics.ts"
 
 /**
+ * The NOTIFY channel on which a commit that made jobs runnable wakes the fetchers of their queue
+ * (the payload is the queue's name). Every statement of this part that makes a job runnable
+ * notifies on it; `JobFetcher` listens.
+ */
+export const channel = "jobs"
+
+/**
  * "The job `id` is live": it exists in a state that will still run (or is running), so whatever it
  * holds stays held. `id` is a value or a fragment naming a column. Completed jobs are deleted and
  * cancelled or discarded ones never run again, so neither holds anything.
@@ -51,7 +58,7 @@ export const insertCtes = (sql: SqlClient.SqlClient, rows: Statement.Fragment) =
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id, queue
   ), jobs_woken AS MATERIALIZED (
-    SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
+    SELECT pg_notify(${channel}, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
   )`
 
 /**

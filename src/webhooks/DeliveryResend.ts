@@ -32,9 +32,10 @@ import { Uuid } from "../platform/Uuid.ts"
 import { maxAttempts, queue } from "./DrainJob.ts"
 import { ensureDrainer } from "./SubscriptionResume.ts"
 import { currentEpoch } from "./WebhookEpoch.ts"
+import * as WebhookFanOut from "./WebhookFanOut.ts"
 
 /** The consumer whose cursor a re-send falls between rounds of (`WebhookFanOut.name`). */
-const consumer = "webhooks"
+const consumer = WebhookFanOut.name
 
 /** Deliveries one statement of a recovery makes pending again. */
 export const batchSize = 1000

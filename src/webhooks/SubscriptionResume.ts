@@ -28,9 +28,10 @@ import * as EventLog from "../log/EventLog.ts"
 import { deliverKind, maxAttempts, queue } from "./DrainJob.ts"
 import { heldCtes, lockedCte } from "./DrainSlot.ts"
 import { currentEpoch } from "./WebhookEpoch.ts"
+import * as WebhookFanOut from "./WebhookFanOut.ts"
 
 /** The consumer whose cursor decides which events a re-enabling covers (`WebhookFanOut.name`). */
-const consumer = "webhooks"
+const consumer = WebhookFanOut.name
 
 export class SeqNotInLog extends Schema.TaggedError<SeqNotInLog>()("SeqNotInLog", {
   subscription: Schema.String,

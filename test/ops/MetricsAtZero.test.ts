@@ -44,10 +44,13 @@ const filesUnder = (dir: string): ReadonlyArray<string> =>
     .filter((entry) => entry.isFile())
     .map((entry) => join(entry.parentPath, entry.name))
 
-/** Every `bothy_...` name in deploy/ and docs/, with the first file that names it. */
+/**
+ * Every `bothy_...` name in deploy/ and docs/, with the first file that names it. The generated SQL
+ * (docs/schema.sql, docs/sql/) names tables, not metrics (`bothy_migrations`).
+ */
 const namedMetrics = () => {
   const names = new Map<string, string>()
-  for (const file of [...filesUnder("deploy"), ...filesUnder("docs")]) {
+  for (const file of [...filesUnder("deploy"), ...filesUnder("docs")].filter((f) => !f.endsWith(".sql"))) {
     for (const [name] of readFileSync(file, "utf8").matchAll(/\bbothy_[a-z0-9_]+/g)) {
       if (!names.has(name)) names.set(name, file.slice(root.length))
     }

@@ -25,16 +25,6 @@ interface Allowed {
 
 const allowed: ReadonlyArray<Allowed> = [
   {
-    file: "src/consumer/StatementRound.ts",
-    table: "event_log",
-    reason: "the round's one statement reads the day partitions itself (detach check in pg_inherits); to move to log/",
-  },
-  {
-    file: "src/consumer/StatementRound.ts",
-    table: "event_seq",
-    reason: "the round's head must come from the same snapshot as its read: one statement",
-  },
-  {
     file: "src/crypto/SealingKeyCheck.ts",
     table: "webhook_subscriptions",
     reason: "a database sealed before the check takes the key of one stored secret; crypto cannot import webhooks",
@@ -44,19 +34,6 @@ const allowed: ReadonlyArray<Allowed> = [
     table: "event_log",
     reason: "re-enabling reads the missed range by seq with no time bound (its first event's time is unknown)",
   },
-  // The status page reads every part in one place; it is to ask each owner for its figures.
-  {
-    file: "src/ops/Status.ts",
-    table: "event_consumer_cursors",
-    reason: "cursors and lag, in one snapshot with the head",
-  },
-  { file: "src/ops/Status.ts", table: "event_seq", reason: "the head, in one snapshot with the cursors" },
-  { file: "src/ops/Status.ts", table: "event_log", reason: "pending age and the partitions' runway" },
-  { file: "src/ops/Status.ts", table: "jobs", reason: "job counts by queue and state" },
-  { file: "src/ops/Status.ts", table: "webhook_subscriptions", reason: "subscriptions by state, and the failing ones" },
-  { file: "src/ops/Status.ts", table: "webhook_deliveries", reason: "pending deliveries and their oldest event" },
-  { file: "src/ops/Status.ts", table: "webhook_attempts", reason: "the failing subscriptions' last attempts" },
-  { file: "src/ops/Status.ts", table: "push_registrations", reason: "registrations by kind" },
 ]
 
 const isAllowed = (use: TableOwnership.Use) => allowed.some((a) => a.file === use.file && a.table === use.table)
