@@ -3,82 +3,82 @@
 -- Update: UPDATE_SNAPSHOTS=1 npx vitest run test/project/SqlSnapshots.test.ts
 
 WITH c AS MATERIALIZED (
-      SELECT last_seq, last_at, xmin AS version FROM event_consumer_cursors WHERE name = $1 FOR UPDATE SKIP LOCKED
-    ), read AS MATERIALIZED (
-      SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
-             row_number() OVER (ORDER BY e.seq) AS n
-      FROM c CROSS JOIN LATERAL (
-        SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log AS l
-        WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
-          AND occurred_at >= coalesce($2::timestamptz, '-infinity')
-          AND occurred_at <= coalesce($3::timestamptz, 'infinity')
-        ORDER BY seq LIMIT $4
-      ) AS e
-    ), pos AS MATERIALIZED (
-      SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
-             -- A row locked in a newer version than the snapshot's was changed after the
-             -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
-             -- of the consumer's own tables is then older than the lock.
-             c.version = (SELECT xmin FROM event_consumer_cursors WHERE name = $5) AS fresh,
-             (SELECT count(*) FROM read WHERE n <= $6)::int AS events,
-             (SELECT max(seq) FROM read WHERE n <= $7) AS to_seq,
-             (SELECT max(occurred_at) FROM read WHERE n <= $8) AS to_at,
-             (SELECT count(*) FROM read) > $9 AS is_full,
-             (SELECT occurred_at FROM read WHERE n = $10) AS next_occurred_at
-      FROM c CROSS JOIN (SELECT value AS seq, epoch, last_at AS at FROM event_seq) AS h
-    ), go AS MATERIALIZED (
-      SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
-    ), ev AS (
-      SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= $11 AND (SELECT ok FROM go)
-    ),
-  audience AS (
-SELECT e.seq, m.principal
-FROM ev AS e
-JOIN space_members AS m ON m.space_id = e.space
-WHERE m.principal <> e.actor
-  AND NOT EXISTS (
+  SELECT last_seq, last_at, xmin AS version FROM event_consumer_cursors WHERE name = $1 FOR UPDATE SKIP LOCKED
+), read AS MATERIALIZED (
+  SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
+    row_number() OVER (ORDER BY e.seq) AS n
+  FROM c CROSS JOIN LATERAL (
+    SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log AS l
+    WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
+      AND occurred_at >= coalesce($2::timestamptz, '-infinity')
+      AND occurred_at <= coalesce($3::timestamptz, 'infinity')
+    ORDER BY seq LIMIT $4
+  ) AS e
+), pos AS MATERIALIZED (
+  SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
+  -- A row locked in a newer version than the snapshot's was changed after the
+  -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
+  -- of the consumer's own tables is then older than the lock.
+    c.version = (SELECT xmin FROM event_consumer_cursors WHERE name = $5) AS fresh,
+    (SELECT count(*) FROM read WHERE n <= $6)::int AS events,
+    (SELECT max(seq) FROM read WHERE n <= $7) AS to_seq,
+    (SELECT max(occurred_at) FROM read WHERE n <= $8) AS to_at,
+    (SELECT count(*) FROM read) > $9 AS is_full,
+    (SELECT occurred_at FROM read WHERE n = $10) AS next_occurred_at
+  FROM c CROSS JOIN (SELECT value AS seq, epoch, last_at AS at FROM event_seq) AS h
+), go AS MATERIALIZED (
+  SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
+), ev AS (
+  SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= $11 AND (SELECT ok FROM go)
+),
+audience AS (
+  SELECT e.seq, m.principal
+  FROM ev AS e
+  JOIN space_members AS m ON m.space_id = e.space
+  WHERE m.principal <> e.actor
+    AND NOT EXISTS (
     SELECT 1 FROM notification_preferences AS p
     WHERE p.principal = m.principal
       AND (p.space_id IS NULL OR p.space_id = e.space)
       AND (p.event_type IS NULL OR p.event_type = e.type)
   )), wanted AS (
-    SELECT a.seq, r.id::text AS receiver, $12::text AS kind, $13::text AS queue, jsonb_build_object('registration', r.id::text, 'seq', a.seq::text, 'at', e.occurred_at) AS args,
-           $14::int AS max_attempts
-    FROM audience AS a JOIN ev AS e ON e.seq = a.seq JOIN push_registrations AS r ON r.principal = a.principal
-  ),
+  SELECT a.seq, r.id::text AS receiver, $12::text AS kind, $13::text AS queue, jsonb_build_object('registration', r.id::text, 'seq', a.seq::text, 'at', e.occurred_at) AS args,
+    $14::int AS max_attempts
+  FROM audience AS a JOIN ev AS e ON e.seq = a.seq JOIN push_registrations AS r ON r.principal = a.principal
+),
 jobs_inserted AS (
   INSERT INTO jobs (kind, queue, args, priority, max_attempts, scheduled_at, state, unique_key, trace_parent)
   SELECT r.kind, coalesce(r.queue, 'default'), r.args, coalesce(r.priority, 1), coalesce(r.max_attempts, 25),
-         coalesce(r.scheduled_at, clock_timestamp()),
-         CASE WHEN r.scheduled_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END::job_state,
-         r.unique_key, r.trace_parent
+    coalesce(r.scheduled_at, clock_timestamp()),
+    CASE WHEN r.scheduled_at > clock_timestamp() THEN 'scheduled' ELSE 'available' END::job_state,
+    r.unique_key, r.trace_parent
   FROM (
-        SELECT w.kind, w.queue, w.args, NULL::int2 AS priority, w.max_attempts, NULL::timestamptz AS scheduled_at,
-               ($15::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
-        FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.seq
-      ) AS r
+    SELECT w.kind, w.queue, w.args, NULL::int2 AS priority, w.max_attempts, NULL::timestamptz AS scheduled_at,
+      ($15::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
+    FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.seq
+  ) AS r
   ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
   RETURNING id, queue
 ), jobs_woken AS MATERIALIZED (
   SELECT pg_notify($16, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
 ), moved AS (
-      UPDATE event_consumer_cursors
-      SET last_seq = (SELECT to_seq FROM pos), last_at = greatest(last_at, (SELECT to_at FROM pos)),
-          updated_at = clock_timestamp()
-      WHERE name = $17 AND (SELECT ok FROM go)
-    ), unflushed AS MATERIALIZED (
-      SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
-    )
-    SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
-           p.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
-           CASE WHEN isfinite(CASE WHEN g.ok THEN greatest(p.after_at, p.to_at) ELSE p.after_at END) THEN CASE WHEN g.ok THEN greatest(p.after_at, p.to_at) ELSE p.after_at END END AS "cursorAt",
-           clock_timestamp() AS "dbNow",
-           (SELECT array_agg(t.trace_parent) FROM (
-              SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $18
-            ) AS t) AS "traceParents",
-           (SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken,
-           (SELECT count(*) FROM "unflushed") AS side_effects
-    FROM pos AS p CROSS JOIN go AS g;
+  UPDATE event_consumer_cursors
+  SET last_seq = (SELECT to_seq FROM pos), last_at = greatest(last_at, (SELECT to_at FROM pos)),
+    updated_at = clock_timestamp()
+  WHERE name = $17 AND (SELECT ok FROM go)
+), unflushed AS MATERIALIZED (
+  SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
+)
+SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
+  p.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
+  CASE WHEN isfinite(CASE WHEN g.ok THEN greatest(p.after_at, p.to_at) ELSE p.after_at END) THEN CASE WHEN g.ok THEN greatest(p.after_at, p.to_at) ELSE p.after_at END END AS "cursorAt",
+  clock_timestamp() AS "dbNow",
+  (SELECT array_agg(t.trace_parent) FROM (
+    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $18
+  ) AS t) AS "traceParents",
+  (SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken,
+  (SELECT count(*) FROM "unflushed") AS side_effects
+FROM pos AS p CROSS JOIN go AS g;
 
 -- $1 = "push"
 -- $2 = null

@@ -5,11 +5,11 @@
 WITH
 answers AS (
   SELECT * FROM unnest(
-    $1::bigint[], $2::int[],
-    $3::timestamptz[], $4::int[],
-    $5::int[], $6::text[],
-    $7::text[],
-    $8::bool[], $9::bool[]
+      $1::bigint[], $2::int[],
+      $3::timestamptz[], $4::int[],
+      $5::int[], $6::text[],
+      $7::text[],
+      $8::bool[], $9::bool[]
   ) WITH ORDINALITY AS a(delivery_id, number, started_at, duration_ms, status, error_class, body, truncated, ok, n)
 ), attempt AS (
   INSERT INTO webhook_attempts
@@ -18,30 +18,30 @@ answers AS (
 ), delivered AS (
   UPDATE webhook_deliveries AS d
   SET attempts = d.attempts + 1, last_status = a.status, last_error_class = a.error_class,
-      last_attempt_at = a.started_at,
-      state = CASE WHEN a.ok AND d.state = 'pending' THEN 'delivered' ELSE d.state END,
-      finished_at = CASE WHEN a.ok AND d.state = 'pending' THEN clock_timestamp() ELSE d.finished_at END
+    last_attempt_at = a.started_at,
+    state = CASE WHEN a.ok AND d.state = 'pending' THEN 'delivered' ELSE d.state END,
+    finished_at = CASE WHEN a.ok AND d.state = 'pending' THEN clock_timestamp() ELSE d.finished_at END
   FROM answers AS a WHERE d.id = a.delivery_id
   RETURNING d.id, d.state, d.event_seq
 ),
 pending AS MATERIALIZED (
   SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence AS existing, d.attempts,
-         s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
-         s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
-         s.previous_secret_until AS "previousSecretUntil",
-         s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
-         s.numbered_by AS "tokenSeen", s.rate_limit AS "rateLimit", s.headers,
-         e.seq IS NOT NULL AS present, e.seq IS NULL AND (
-CASE WHEN d.event_at IS NULL THEN $10::timestamptz IS NOT NULL OR $11::timestamptz IS NOT NULL
-     ELSE date_trunc('milliseconds', d.event_at) < coalesce($12::timestamptz, '-infinity')
-       OR date_trunc('milliseconds', d.event_at) + interval '1 millisecond' > coalesce($13::timestamptz, 'infinity')
-END) AS unsure, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.trace_parent AS "traceParent", e.payload,
-         EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
-                 WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id) AS scoped,
-      EXISTS (
-        SELECT 1 FROM permission_grants AS g
-        WHERE g.principal = s.owner AND g.action = $14 AND g.space_id = e.space_id
-      ) AS allowed
+    s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
+    s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
+    s.previous_secret_until AS "previousSecretUntil",
+    s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
+    s.numbered_by AS "tokenSeen", s.rate_limit AS "rateLimit", s.headers,
+    e.seq IS NOT NULL AS present, e.seq IS NULL AND (
+      CASE WHEN d.event_at IS NULL THEN $10::timestamptz IS NOT NULL OR $11::timestamptz IS NOT NULL
+      ELSE date_trunc('milliseconds', d.event_at) < coalesce($12::timestamptz, '-infinity')
+      OR date_trunc('milliseconds', d.event_at) + interval '1 millisecond' > coalesce($13::timestamptz, 'infinity')
+      END) AS unsure, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.trace_parent AS "traceParent", e.payload,
+    EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
+    WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id) AS scoped,
+    EXISTS (
+    SELECT 1 FROM permission_grants AS g
+    WHERE g.principal = s.owner AND g.action = $14 AND g.space_id = e.space_id
+  ) AS allowed
   FROM webhook_drains AS w
   JOIN webhook_subscriptions AS s ON s.id = w.subscription_id
   CROSS JOIN LATERAL (
@@ -50,58 +50,58 @@ END) AS unsure, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.tr
     ORDER BY event_seq LIMIT $16
   ) AS d
   LEFT JOIN event_log AS e ON e.seq = d.event_seq AND
-e.occurred_at >= coalesce(date_trunc('milliseconds', d.event_at), '-infinity')
-AND e.occurred_at < coalesce(date_trunc('milliseconds', d.event_at) + interval '1 millisecond', 'infinity')
+    e.occurred_at >= coalesce(date_trunc('milliseconds', d.event_at), '-infinity')
+    AND e.occurred_at < coalesce(date_trunc('milliseconds', d.event_at) + interval '1 millisecond', 'infinity')
     AND e.occurred_at >= coalesce($17::timestamptz, '-infinity')
     AND e.occurred_at <= coalesce($18::timestamptz, 'infinity')
   WHERE w.subscription_id = $19::uuid AND w.job_id = $20
-    -- A later attempt of the job runs elsewhere: this run is stale and must not send beside it.
+  -- A later attempt of the job runs elsewhere: this run is stale and must not send beside it.
     AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = w.job_id AND j.attempt > $21)
 ), checked AS (
   -- Nothing from the first unsure delivery on is numbered: the read is cut there.
   SELECT "deliveryId", "eventSeq", existing, sendable,
-         sendable AND coalesce(allowed, false)
-           AND NOT EXISTS (SELECT 1 FROM pending AS u WHERE u.unsure AND u."eventSeq" <= x."eventSeq") AS go
+    sendable AND coalesce(allowed, false)
+    AND NOT EXISTS (SELECT 1 FROM pending AS u WHERE u.unsure AND u."eventSeq" <= x."eventSeq") AS go
   FROM (SELECT *, (state = 'active' AND "eventSeq" > "startedSeq" AND present AND scoped) AS sendable FROM pending) AS x
 ), progress AS (
-    SELECT EXISTS (SELECT 1 FROM delivered WHERE state IN ('delivered', 'pending')) AS recorded,
-        (SELECT max(event_seq) FROM delivered WHERE state = 'delivered') AS delivered_to, coalesce(bool_or(go), false) AS numbering,
-           (count(*) FILTER (WHERE go AND existing IS NULL))::int AS fresh,
-           (SELECT "tokenSeen" FROM pending LIMIT 1) AS token_seen
-    FROM checked
-  ),
+  SELECT EXISTS (SELECT 1 FROM delivered WHERE state IN ('delivered', 'pending')) AS recorded,
+    (SELECT max(event_seq) FROM delivered WHERE state = 'delivered') AS delivered_to, coalesce(bool_or(go), false) AS numbering,
+    (count(*) FILTER (WHERE go AND existing IS NULL))::int AS fresh,
+    (SELECT "tokenSeen" FROM pending LIMIT 1) AS token_seen
+  FROM checked
+),
 subscription AS (
   UPDATE webhook_subscriptions AS s
   SET last_delivered_seq = CASE WHEN progress.recorded THEN greatest(s.last_delivered_seq, progress.delivered_to)
-                                ELSE s.last_delivered_seq END,
-      failing_first_at = CASE WHEN progress.recorded
-                              THEN $22::timestamptz
-                              ELSE s.failing_first_at END,
-      failing_clock_at = CASE WHEN progress.recorded
-                              THEN $23::timestamptz
-                              ELSE s.failing_clock_at END,
-last_sequence = s.last_sequence + CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN progress.fresh ELSE 0 END,
-numbered_by = CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN $24::uuid ELSE s.numbered_by END
+    ELSE s.last_delivered_seq END,
+    failing_first_at = CASE WHEN progress.recorded
+    THEN $22::timestamptz
+    ELSE s.failing_first_at END,
+    failing_clock_at = CASE WHEN progress.recorded
+    THEN $23::timestamptz
+    ELSE s.failing_clock_at END,
+    last_sequence = s.last_sequence + CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN progress.fresh ELSE 0 END,
+    numbered_by = CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN $24::uuid ELSE s.numbered_by END
   FROM progress
   WHERE s.id = $25::uuid AND (progress.recorded OR progress.numbering)
   RETURNING s.last_sequence, coalesce(s.numbered_by = $26::uuid, false) AS numbered
 ), fresh AS (
-    SELECT "deliveryId" AS delivery_id, row_number() OVER (ORDER BY "eventSeq") AS rank
-    FROM checked WHERE go AND existing IS NULL
-  ),
+  SELECT "deliveryId" AS delivery_id, row_number() OVER (ORDER BY "eventSeq") AS rank
+  FROM checked WHERE go AND existing IS NULL
+),
 numbered AS (
   UPDATE webhook_deliveries AS d SET sequence = subscription.last_sequence - progress.fresh + fresh.rank
   FROM fresh, subscription, progress WHERE d.id = fresh.delivery_id AND subscription.numbered
   RETURNING d.id, d.sequence
 )
-  SELECT pending.*, checked.sendable,
-         CASE WHEN checked.go AND coalesce((SELECT subscription.numbered FROM subscription), false)
-              THEN coalesce(numbered.sequence, pending.existing) END
-           AS sequence,
-         numbered.id IS NOT NULL AS "numberedHere",
-         coalesce((SELECT subscription.numbered FROM subscription), false) AS numbered
-  FROM pending JOIN checked USING ("deliveryId") LEFT JOIN numbered ON numbered.id = pending."deliveryId"
-  ORDER BY pending."eventSeq";
+SELECT pending.*, checked.sendable,
+  CASE WHEN checked.go AND coalesce((SELECT subscription.numbered FROM subscription), false)
+  THEN coalesce(numbered.sequence, pending.existing) END
+  AS sequence,
+  numbered.id IS NOT NULL AS "numberedHere",
+  coalesce((SELECT subscription.numbered FROM subscription), false) AS numbered
+FROM pending JOIN checked USING ("deliveryId") LEFT JOIN numbered ON numbered.id = pending."deliveryId"
+ORDER BY pending."eventSeq";
 
 -- $1 = ["41"]
 -- $2 = [1]

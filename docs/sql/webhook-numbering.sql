@@ -3,32 +3,32 @@
 -- Update: UPDATE_SNAPSHOTS=1 npx vitest run test/project/SqlSnapshots.test.ts
 
 WITH deliveries AS (
-      SELECT * FROM unnest($1::bigint[],
-                           $2::bigint[])
-        WITH ORDINALITY AS g(delivery_id, existing, ord)
-    ), progress AS (
-      SELECT true AS numbering, count(*) FILTER (WHERE existing IS NULL)::int AS fresh,
-             $3::uuid AS token_seen
-      FROM deliveries
-    ), subscription AS (
-      UPDATE webhook_subscriptions AS s SET
-last_sequence = s.last_sequence + CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN progress.fresh ELSE 0 END,
-numbered_by = CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN $4::uuid ELSE s.numbered_by END
-      FROM progress WHERE s.id = $5::uuid
-      RETURNING s.last_sequence, coalesce(s.numbered_by = $6::uuid, false) AS numbered
-    ), fresh AS (
-      SELECT delivery_id, row_number() OVER (ORDER BY ord) AS rank FROM deliveries WHERE existing IS NULL
-    ),
+  SELECT * FROM unnest($1::bigint[],
+      $2::bigint[])
+  WITH ORDINALITY AS g(delivery_id, existing, ord)
+), progress AS (
+  SELECT true AS numbering, count(*) FILTER (WHERE existing IS NULL)::int AS fresh,
+    $3::uuid AS token_seen
+  FROM deliveries
+), subscription AS (
+  UPDATE webhook_subscriptions AS s SET
+    last_sequence = s.last_sequence + CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN progress.fresh ELSE 0 END,
+    numbered_by = CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN $4::uuid ELSE s.numbered_by END
+  FROM progress WHERE s.id = $5::uuid
+  RETURNING s.last_sequence, coalesce(s.numbered_by = $6::uuid, false) AS numbered
+), fresh AS (
+  SELECT delivery_id, row_number() OVER (ORDER BY ord) AS rank FROM deliveries WHERE existing IS NULL
+),
 numbered AS (
   UPDATE webhook_deliveries AS d SET sequence = subscription.last_sequence - progress.fresh + fresh.rank
   FROM fresh, subscription, progress WHERE d.id = fresh.delivery_id AND subscription.numbered
   RETURNING d.id, d.sequence
 )
-    SELECT g.delivery_id AS "deliveryId",
-           CASE WHEN coalesce((SELECT subscription.numbered FROM subscription), false)
-                THEN coalesce(numbered.sequence, g.existing) END AS sequence,
-           numbered.id IS NOT NULL AS "numberedHere"
-    FROM deliveries AS g LEFT JOIN numbered ON numbered.id = g.delivery_id ORDER BY g.ord;
+SELECT g.delivery_id AS "deliveryId",
+  CASE WHEN coalesce((SELECT subscription.numbered FROM subscription), false)
+  THEN coalesce(numbered.sequence, g.existing) END AS sequence,
+  numbered.id IS NOT NULL AS "numberedHere"
+FROM deliveries AS g LEFT JOIN numbered ON numbered.id = g.delivery_id ORDER BY g.ord;
 
 -- $1 = ["41","42"]
 -- $2 = ["3",null]
