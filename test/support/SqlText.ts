@@ -21,7 +21,14 @@ export const fragments = (typescript: string): ReadonlyArray<SqlFragment> => {
   const found: Array<{ start: number; text: string }> = []
   let i = 0
 
-  const tagBefore = (at: number) => /([\w$.]+)\s*$/.exec(source.slice(Math.max(0, at - 80), at))?.[1] ?? ""
+  // Stripped generics leave blanks of any length between a tag and its backtick.
+  const tagBefore = (at: number) => {
+    let end = at
+    while (end > 0 && /\s/.test(source[end - 1]!)) end--
+    let start = end
+    while (start > 0 && /[\w$.]/.test(source[start - 1]!)) start--
+    return source.slice(start, end)
+  }
   const isSqlTag = (tag: string) => tag === "sql" || tag.endsWith(".sql")
   const isSqlCall = (at: number) => /(\.unsafe|\bsql\.literal)\(\s*$/.test(source.slice(Math.max(0, at - 40), at))
 
