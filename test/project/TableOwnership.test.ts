@@ -32,7 +32,7 @@ const allowed: ReadonlyArray<Allowed> = [
   {
     file: "src/webhooks/SubscriptionResume.ts",
     table: "event_log",
-    reason: "re-enabling reads the missed range by seq with no time bound (its first event's time is unknown)",
+    reason: "an operator's re-enable reads the missed seqs with no time bound: the first one's time is unknown",
   },
 ]
 
