@@ -18,7 +18,7 @@
  */
 import { Clock, Duration, Effect, Layer, Metric, Option, Queue, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { EventLog } from "../log/EventLog.ts"
+import { EventLog, channel as eventLogChannel } from "../log/EventLog.ts"
 import { NotificationStream } from "../platform/NotificationStream.ts"
 import * as ConsumerMetrics from "./ConsumerMetrics.ts"
 import * as ConsumerRound from "./ConsumerRound.ts"
@@ -150,7 +150,7 @@ export const layer = <E, R>(options: ConsumerOptions<E, R>) =>
       const wake = yield* Queue.sliding<void>(1)
       const poke = Queue.offer(wake, undefined).pipe(Effect.asVoid)
 
-      yield* notifications.subscribe("event_log", () => poke)
+      yield* notifications.subscribe(eventLogChannel, () => poke)
       yield* poke.pipe(Effect.delay(options.pollInterval), Effect.forever, Effect.forkScoped)
       // Sampled once before the layer is up, so a scrape never finds the consumer's series absent.
       const sample = sampleGauges(name).pipe(

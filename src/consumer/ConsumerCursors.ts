@@ -16,6 +16,7 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import * as EventLog from "../log/EventLog.ts"
 import { pgFailure } from "../platform/PgError.ts"
 
 export class ConsumerRoundRunning extends Schema.TaggedError<ConsumerRoundRunning>()("ConsumerRoundRunning", {
@@ -44,7 +45,7 @@ export const moveAllTo = Effect.fn("ConsumerCursors.moveAllTo")(function* (head:
   )
   yield* sql`
     UPDATE event_consumer_cursors
-    SET last_seq = ${head}, last_at = greatest(last_at, (SELECT last_at FROM event_seq)), updated_at = clock_timestamp()
+    SET last_seq = ${head}, last_at = greatest(last_at, ${EventLog.headAt(sql)}), updated_at = clock_timestamp()
     WHERE last_seq <> ${head}`
   return cursors.map((c): CursorMove => ({ name: c.name, from: c.from, to: head }))
 })
@@ -59,6 +60,26 @@ export const moveAllTo = Effect.fn("ConsumerCursors.moveAllTo")(function* (head:
  * than its snapshot's and writes nothing (`StatementRound`), instead of acting on a snapshot
  * without the caller's change.
  */
+/**
+ * Every cursor with the log's head, read in one snapshot, by name: its last seq and update, the
+ * lag, and the cursor's and the head's times as text (exact, for `EventLog.between`).
+ */
+export const withHead = (sql: SqlClient.SqlClient) =>
+  sql<{
+    readonly name: string
+    readonly lastSeq: bigint
+    readonly head: bigint
+    readonly lag: number
+    readonly updatedAt: Date
+    readonly afterAt: string
+    readonly headAt: string
+  }>`
+    SELECT c.name, c.last_seq AS "lastSeq", h.seq AS head, (h.seq - c.last_seq)::float8 AS lag,
+           c.updated_at AS "updatedAt", c.last_at::text AS "afterAt", h.at::text AS "headAt"
+    FROM event_consumer_cursors AS c
+    CROSS JOIN ${EventLog.head(sql)} AS h
+    ORDER BY c.name`
+
 export const lock = Effect.fn("ConsumerCursors.lock")(function* (name: string) {
   const sql = yield* SqlClient.SqlClient
   const [row] = yield* sql<{ lastSeq: bigint }>`

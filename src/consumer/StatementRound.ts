@@ -26,6 +26,7 @@ import { Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as Jobs from "../jobs/Jobs.ts"
+import * as EventLog from "../log/EventLog.ts"
 import * as EventLogPartitions from "../log/EventLogPartitions.ts"
 import { pgFailure } from "../platform/PgError.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
@@ -95,18 +96,8 @@ export const namedDays = (window: ReadWindow.Window | undefined) =>
  * reads it; one dropped fails the statement (`undefined_table`) and the transactional round takes
  * over. The statement's text names the days, so each day's round is a prepared statement of its own.
  */
-const source = (sql: SqlClient.SqlClient, window: ReadWindow.Window | undefined): Statement.Fragment => {
-  const days = namedDays(window)
-  if (days === undefined) return sql`event_log`
-  const branches = days.map(
-    (day) => sql`
-      SELECT ${sql.literal(columns)} FROM ${sql(day)} WHERE (
-        SELECT NOT i.inhdetachpending FROM pg_inherits AS i
-        WHERE i.inhrelid = ${sql.literal(`'${day}'::regclass`)} AND i.inhparent = 'event_log'::regclass
-      )`,
-  )
-  return sql`(${sql.join(" UNION ALL ", false)(branches)})`
-}
+const source = (sql: SqlClient.SqlClient, window: ReadWindow.Window | undefined): Statement.Fragment =>
+  EventLogPartitions.source(sql, namedDays(window), columns)
 
 /** The round's outcome from its row; `undefined` for the transactional round to take over. */
 const outcome = (row: Row | undefined): RoundOutcome | undefined => {
@@ -128,21 +119,18 @@ const outcome = (row: Row | undefined): RoundOutcome | undefined => {
 }
 
 /**
- * One round of `name` as one statement (see the module header). Prepared: PostgreSQL plans it
- * generically after five runs (what that costs on a table of many leaves: `source`). Run
- * unprepared (planned each time, pruned while planning) it was slower at every size measured
- * (`npm run bench -- retention`).
+ * The round's one statement (see the module header), for the consumer `name` whose earlier rounds
+ * saw `bounds` (none: it reads `event_log` unbounded by a window). Its composed text, for the
+ * consumers bothy ships, is kept in docs/sql/ (test/project/SqlSnapshots.test.ts).
  */
-export const make = (
-  options: StatementRoundOptions,
-): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const { name, batchSize, fanOut } = options
-    const window = options.window ?? (yield* ReadWindow.make)
-    const bounds = yield* window.next(name)
-    const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
-    const rows = yield* sql<Row>`
+export const statement = (
+  sql: SqlClient.SqlClient,
+  options: Pick<StatementRoundOptions, "name" | "batchSize" | "fanOut">,
+  bounds?: ReadWindow.Window | undefined,
+) => {
+  const { name, batchSize, fanOut } = options
+  const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
+  return sql<Row>`
       WITH c AS MATERIALIZED (
         SELECT last_seq, last_at, xmin AS version FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
       ), read AS MATERIALIZED (
@@ -150,13 +138,13 @@ export const make = (
                row_number() OVER (ORDER BY e.seq) AS n
         FROM c CROSS JOIN LATERAL (
           SELECT ${sql.literal(columns)} FROM ${source(sql, bounds)} AS l
-          WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
+          WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= ${EventLog.headAt(sql)}
             AND occurred_at >= coalesce(${bounds?.since ?? null}::timestamptz, '-infinity')
             AND occurred_at <= coalesce(${bounds?.until ?? null}::timestamptz, 'infinity')
           ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
       ), pos AS MATERIALIZED (
-        SELECT c.last_seq AS after, c.last_at AS after_at, h.value AS head, h.epoch AS head_epoch,
+        SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
                -- A row locked in a newer version than the snapshot's was changed after the
                -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
                -- of the consumer's own tables is then older than the lock.
@@ -166,7 +154,7 @@ export const make = (
                (SELECT max(occurred_at) FROM read WHERE n <= ${batchSize}) AS to_at,
                (SELECT count(*) FROM read) > ${batchSize} AS is_full,
                (SELECT occurred_at FROM read WHERE n = ${batchSize + 1}) AS next_occurred_at
-        FROM c CROSS JOIN event_seq AS h
+        FROM c CROSS JOIN ${EventLog.head(sql)} AS h
       ), go AS MATERIALIZED (
         SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
       ), ev AS (
@@ -195,7 +183,24 @@ export const make = (
               ) AS t) AS "traceParents",
              ${Jobs.insertCounts(sql)},
              ${sql.join(" + ", false)(["unflushed", ...(fanOut.sideEffects ?? [])].map(read))} AS side_effects
-      FROM pos AS p CROSS JOIN go AS g`.pipe(
+      FROM pos AS p CROSS JOIN go AS g`
+}
+
+/**
+ * One round of `name` as one statement (see the module header). Prepared: PostgreSQL plans it
+ * generically after five runs (what that costs on a table of many leaves: `source`). Run
+ * unprepared (planned each time, pruned while planning) it was slower at every size measured
+ * (`npm run bench -- retention`).
+ */
+export const make = (
+  options: StatementRoundOptions,
+): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const { name } = options
+    const window = options.window ?? (yield* ReadWindow.make)
+    const bounds = yield* window.next(name)
+    const rows = yield* statement(sql, options, bounds).pipe(
       // A day named in the read was dropped (the cursor stood still past the retention).
       Effect.catchIf(
         (e) => pgFailure(e).code === "42P01",

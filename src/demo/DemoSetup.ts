@@ -16,6 +16,7 @@ import { Effect, Option, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../authz/PermissionGrants.ts"
 import { pushDeliver, webhookDeliver } from "../authz/Permissions.ts"
+import * as EventLog from "../log/EventLog.ts"
 import * as Status from "../ops/Status.ts"
 import * as PushAudience from "../push/PushAudience.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
@@ -116,7 +117,7 @@ const prepareBrowsers = (push: DemoPushService) =>
 export const prepare = (home: string, receiver: DemoReceiver.DemoReceiver, push: DemoPushService | undefined) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const [row] = yield* sql<{ head: bigint }>`SELECT value AS head FROM event_seq`
+    const [row] = yield* sql<{ head: bigint }>`SELECT ${EventLog.headSeq(sql)} AS head`
     const head = row?.head ?? 0n
     const reusedSubscriptions = yield* prepareSubscriptions(receiver)
     const registrations = push === undefined ? 0 : yield* prepareBrowsers(push)

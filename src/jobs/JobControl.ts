@@ -10,6 +10,7 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import * as Jobs from "./Jobs.ts"
 
 /** The states of the `job_state` enum, in their life's order. */
 export const jobStates = [
@@ -70,6 +71,27 @@ const columns = (sql: SqlClient.SqlClient) => sql`
   id, kind, queue, state::text AS state, attempt, max_attempts AS "maxAttempts", priority, args, errors,
   created_at AS "createdAt", scheduled_at AS "scheduledAt", attempted_at AS "attemptedAt", finalized_at AS "finalizedAt"`
 
+/** Jobs of one state and kind (`groups`). */
+export interface JobGroup {
+  readonly state: string
+  readonly kind: string
+  readonly count: number
+  /**
+   * Seconds since the oldest of them entered its state as far as the row tells: the start of
+   * its attempt for `running`, its schedule otherwise, its end once finalized.
+   */
+  readonly oldestSeconds: number
+}
+
+/** Jobs by state and kind, with the age of the oldest in each group, by kind and state. */
+export const groups = (sql: SqlClient.SqlClient) => sql<JobGroup>`
+  SELECT state::text AS state, kind, count(*)::int AS count,
+         GREATEST(0, extract(epoch FROM clock_timestamp() - min(CASE
+           WHEN state = 'running' THEN attempted_at
+           WHEN finalized_at IS NOT NULL THEN finalized_at
+           ELSE scheduled_at END)))::float8 AS "oldestSeconds"
+  FROM jobs GROUP BY state, kind ORDER BY kind, state`
+
 /** One page of jobs, newest first, and the cursor of the next page (`null` after the last). */
 export const list = Effect.fn("JobControl.list")(function* (options: ListOptions) {
   const sql = yield* SqlClient.SqlClient
@@ -110,7 +132,7 @@ const change = (id: bigint, name: "retry" | "cancel", from: ReadonlyArray<JobSta
         FROM was WHERE j.id = was.id AND was.state IN ${sql.in(from)}
         RETURNING j.queue, j.state
       ), woken AS MATERIALIZED (
-        SELECT pg_notify('jobs', queue) FROM changed WHERE state = 'available'
+        SELECT pg_notify(${Jobs.channel}, queue) FROM changed WHERE state = 'available'
       )
       SELECT was.state::text AS state, (SELECT count(*) FROM woken)::int AS woken FROM was`
     if (row === undefined) return yield* new JobNotFound({ id: String(id) })

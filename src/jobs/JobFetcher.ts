@@ -29,6 +29,7 @@ import type { JobCompleter } from "./JobCompleter.ts"
 import type { JobExecutor } from "./JobExecutor.ts"
 import type { JobFence } from "./JobFence.ts"
 import { errorOf } from "./JobOutcome.ts"
+import * as Jobs from "./Jobs.ts"
 import type { JobsInHand } from "./JobsInHand.ts"
 
 export interface QueueOptions {
@@ -223,7 +224,7 @@ export const make = <R>(queue: string, { concurrency, prefetch = 0 }: QueueOptio
       return poke
     })
     context.fence.onLive(wakeUp)
-    yield* notifications.subscribe("jobs", (w) =>
+    yield* notifications.subscribe(Jobs.channel, (w) =>
       w._tag === "Connected" || w.payload === queue ? wakeUp : Effect.void,
     )
     const fetcher = yield* Queue.take(wake).pipe(

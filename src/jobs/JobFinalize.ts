@@ -23,6 +23,7 @@
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { storable } from "../platform/StorableText.ts"
+import * as Jobs from "./Jobs.ts"
 
 /** What an attempt left behind on the row's `errors`. */
 export interface AttemptError {
@@ -139,7 +140,7 @@ const update = Effect.fnUntraced(function* (batch: ReadonlyArray<Finished>) {
       WHERE jobs.id = d.id AND jobs.state = 'running' AND jobs.attempt = d.n
       RETURNING jobs.id, jobs.queue, jobs.state, jobs.scheduled_at
     ), wake AS MATERIALIZED (
-      SELECT pg_notify('jobs', queue) FROM (
+      SELECT pg_notify(${Jobs.channel}, queue) FROM (
         SELECT DISTINCT queue FROM changed
         WHERE state IN ('available', 'scheduled', 'retryable') AND scheduled_at <= clock_timestamp()
       ) AS due
@@ -201,7 +202,7 @@ export const placeholder = Effect.fnUntraced(function* (finished: Finished, reas
       WHERE id = ${id} AND state = 'running' AND attempt = ${attempt}
       RETURNING queue, state
     ), wake AS MATERIALIZED (
-      SELECT pg_notify('jobs', queue) FROM changed WHERE state = 'retryable'
+      SELECT pg_notify(${Jobs.channel}, queue) FROM changed WHERE state = 'retryable'
     )
     SELECT state::text FROM changed WHERE (SELECT count(*) FROM wake) >= 0`
   return row?.state

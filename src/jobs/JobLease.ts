@@ -14,6 +14,7 @@
 import { Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import * as SqlInterval from "../platform/SqlInterval.ts"
+import * as Jobs from "./Jobs.ts"
 
 /**
  * Creates or extends this worker's lease by `leaseMillis`. It never writes the recorded backend of
@@ -69,7 +70,7 @@ export const releaseOrphans = Effect.fnUntraced(function* (
  * runnable, as a CTE named `woken`; the final SELECT must read it (`SELECT count(*) FROM woken`).
  */
 export const wakeRescued = (sql: SqlClient.SqlClient) => sql`woken AS MATERIALIZED (
-  SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM rescued WHERE state = 'retryable') AS due
+  SELECT pg_notify(${Jobs.channel}, queue) FROM (SELECT DISTINCT queue FROM rescued WHERE state = 'retryable') AS due
 )`
 
 /** Returns the rescued jobs' ids. */

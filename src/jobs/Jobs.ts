@@ -23,6 +23,13 @@ import { storableCheck } from "../platform/StorableText.ts"
 import * as JobMetrics from "./JobMetrics.ts"
 
 /**
+ * The NOTIFY channel on which a commit that made jobs runnable wakes the fetchers of their queue
+ * (the payload is the queue's name). Every statement of this part that makes a job runnable
+ * notifies on it; `JobFetcher` listens.
+ */
+export const channel = "jobs"
+
+/**
  * "The job `id` is live": it exists in a state that will still run (or is running), so whatever it
  * holds stays held. `id` is a value or a fragment naming a column. Completed jobs are deleted and
  * cancelled or discarded ones never run again, so neither holds anything.
@@ -51,8 +58,23 @@ export const insertCtes = (sql: SqlClient.SqlClient, rows: Statement.Fragment) =
     ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
     RETURNING id, queue
   ), jobs_woken AS MATERIALIZED (
-    SELECT pg_notify('jobs', queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
+    SELECT pg_notify(${channel}, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
   )`
+
+/**
+ * An SQL condition for another part's statement (the `jobs` table is this part's own): the job
+ * whose id is `job` has been claimed again after `attempt`, so the run that holds `attempt` is
+ * stale and must not act beside the later one.
+ */
+export const attemptedAfter = (sql: SqlClient.SqlClient, job: Statement.Fragment, attempt: number) =>
+  sql`EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = ${job} AND j.attempt > ${attempt})`
+
+/**
+ * An SQL condition: the job whose id is `job` waits for its time (scheduled, or retryable after a
+ * failure), so `JobControl.retry` would make it runnable at once.
+ */
+export const isWaiting = (sql: SqlClient.SqlClient, job: Statement.Fragment) =>
+  sql`EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = ${job} AND j.state IN ('scheduled', 'retryable'))`
 
 /** The columns `inserted` and `woken` (queues notified) for the final SELECT of a statement with `insertCtes`. */
 export const insertCounts = (sql: SqlClient.SqlClient) =>

@@ -58,6 +58,46 @@ export const timeOf = (sql: SqlClient.SqlClient, at: Statement.Fragment) => sql`
 export const atTime = (sql: SqlClient.SqlClient, at: Date) => sql`
   e.occurred_at >= ${at}::timestamptz AND e.occurred_at < ${new Date(at.getTime() + 1)}::timestamptz`
 
+/**
+ * The log's head as SQL expressions, for another part's statement (the one `event_seq` row is the
+ * log's own): the highest seq numbered, its epoch, and its time (`occurred_at` never passes it).
+ * Read in the statement's snapshot; nothing is locked.
+ */
+export const headSeq = (sql: SqlClient.SqlClient) => sql`(SELECT value FROM event_seq)`
+export const headEpoch = (sql: SqlClient.SqlClient) => sql`(SELECT epoch FROM event_seq)`
+export const headAt = (sql: SqlClient.SqlClient) => sql`(SELECT last_at FROM event_seq)`
+/** The head as one row `(seq, epoch, at)`, to join: `CROSS JOIN ${EventLog.head(sql)} AS h`. */
+export const head = (sql: SqlClient.SqlClient) => sql`(SELECT value AS seq, epoch, last_at AS at FROM event_seq)`
+
+/** The lowest seq the log still holds (NULL when empty), as an SQL expression. */
+export const oldestSeq = (sql: SqlClient.SqlClient) => sql`(SELECT min(seq) FROM event_log)`
+
+/**
+ * One event as `e`, for another part's `JOIN` or `LEFT JOIN`: found by its seq and its time
+ * (`timeOf`), so the read touches only the partition that can hold it, whatever the log keeps:
+ * `LEFT JOIN ${EventLog.eventAt(sql, sql\`d.event_seq\`, sql\`d.event_at\`)}`. More conditions can
+ * follow with `AND`.
+ */
+export const eventAt = (sql: SqlClient.SqlClient, seq: Statement.Fragment, at: Statement.Fragment) =>
+  sql`event_log AS e ON e.seq = ${seq} AND ${timeOf(sql, at)}`
+
+/**
+ * `eventAt` for a time known before the statement runs (`atTime`); an unknown time (a job from
+ * before times were recorded) finds the event by its seq alone.
+ */
+export const eventAtTime = (sql: SqlClient.SqlClient, seq: Statement.Fragment, at: Date | undefined) =>
+  sql`event_log AS e ON e.seq = ${seq} AND ${at === undefined || Number.isNaN(at.getTime()) ? sql`true` : atTime(sql, at)}`
+
+/** Whether the event of `seq` at `at` is still in the log (retention has not dropped it), as SQL. */
+export const holdsEvent = (sql: SqlClient.SqlClient, seq: Statement.Fragment, at: Statement.Fragment) =>
+  sql`EXISTS (SELECT 1 FROM event_log AS e WHERE e.seq = ${seq} AND ${timeOf(sql, at)})`
+
+/**
+ * The NOTIFY channel on which a commit that numbered events wakes the log's readers (no payload:
+ * a wake-up, never the data). Readers subscribe to it by this name.
+ */
+export const channel = "event_log"
+
 /** The transaction-scoped advisory lock appenders queue on (see the module header). */
 export const appendLockKey = 7_270_100_001n
 
@@ -144,7 +184,7 @@ const appendWith = (sql: SqlClient.SqlClient) =>
         FROM head, ROWS FROM (jsonb_to_recordset(${rows}::jsonb) AS (s text, t text, a text, p text, tp text))
           WITH ORDINALITY AS e(s, t, a, p, tp, ord)
       )
-      SELECT head.base, head.epoch, head.at FROM head, (SELECT pg_notify('event_log', '')) AS wake`.pipe(
+      SELECT head.base, head.epoch, head.at FROM head, (SELECT pg_notify(${channel}, '')) AS wake`.pipe(
       Effect.catchIf(isNoPartition, (e) => Effect.fail(new EventLogPartitionMissing({ detail: pgFailure(e).message }))),
     )
     if (row === undefined) return yield* noCounterRow
@@ -224,6 +264,17 @@ export interface Position {
  */
 export const between = (sql: SqlClient.SqlClient, after: Position, head: Position) =>
   sql`seq > ${after.seq} AND seq <= ${head.seq} AND occurred_at >= ${after.at}::timestamptz AND occurred_at <= ${head.at}::timestamptz`
+
+/**
+ * The age in seconds (by the server's clock) of the first event after `after` up to `head`, by
+ * seq: a consumer's pending age. Planned each time with its bounds, as `readFrom` reads, so it
+ * sets up only the leaves between the two times.
+ */
+export const firstAgeBetween = (sql: SqlClient.SqlClient, after: Position, head: Position) =>
+  sql<{ age: number }>`
+    SELECT extract(epoch FROM clock_timestamp() - occurred_at)::float8 AS age FROM event_log
+    WHERE ${between(sql, after, head)}
+    ORDER BY seq LIMIT 1`.unprepared
 
 /**
  * Two statements, so that the read's bounds are parameters: PostgreSQL prunes the hour leaves with

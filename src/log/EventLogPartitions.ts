@@ -4,7 +4,7 @@
  * every hour, by its `Clock`), and `ensure` is the same for a host app that runs no worker.
  */
 import { Duration, Effect } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import * as SqlInterval from "../platform/SqlInterval.ts"
 
 /** How far ahead partitions exist after `ensure`. */
@@ -18,8 +18,59 @@ export const ensure = Effect.fn("EventLogPartitions.ensure")(function* (ahead: D
   return row?.created ?? 0
 })
 
+/**
+ * How a day partition is named: `event_log_YYYYMMDD`, the UTC day it holds. `event_log_ensure_partitions`
+ * (migration 0017, never edited) makes them so in SQL; here the format lives once for bothy's
+ * own code: `dayName` writes it, `dayOf` reads it in SQL.
+ */
+const dayPrefix = "event_log_"
+/** A day partition's name, as a POSIX regular expression capturing its `YYYYMMDD`. */
+const dayPattern = `^${dayPrefix}([0-9]{8})$`
+
 /** The name of the day partition that holds `at` (UTC days, as `event_log_ensure_partitions` names them). */
-export const dayName = (at: Date): string => `event_log_${at.toISOString().slice(0, 10).replaceAll("-", "")}`
+export const dayName = (at: Date): string => `${dayPrefix}${at.toISOString().slice(0, 10).replaceAll("-", "")}`
+
+/**
+ * The UTC day (an SQL `date`) that the relation named `name` (an SQL expression) holds as a day
+ * partition of the log; NULL for any other name.
+ * @internal
+ */
+export const dayOf = (sql: SqlClient.SqlClient, name: Statement.Fragment) =>
+  sql`to_date(substring(${name}::text FROM ${dayPattern}::text), 'YYYYMMDD')`
+
+/**
+ * `SELECT day`: the days of the partitions attached to the log now, one row each, in no order
+ * (for another part's report: the runway, the oldest day kept).
+ * @internal
+ */
+export const attachedDays = (sql: SqlClient.SqlClient) => sql`
+  SELECT ${dayOf(sql, sql`c.relname`)} AS day
+  FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid
+  WHERE i.inhparent = 'event_log'::regclass`
+
+/**
+ * What a read of the log's `columns` reads from: `event_log`, or with `days` (`daysBetween`'s
+ * names) those day partitions alone, by name, as one relation. A day that is detached, or pending
+ * detach, reads as empty, as `event_log` reads it; one dropped fails the statement
+ * (`undefined_table`). Naming the days lets a prepared statement's generic plan skip setting up
+ * every leaf of the log (see `StatementRound`).
+ * @internal
+ */
+export const source = (
+  sql: SqlClient.SqlClient,
+  days: ReadonlyArray<string> | undefined,
+  columns: string,
+): Statement.Fragment => {
+  if (days === undefined) return sql`event_log`
+  const branches = days.map(
+    (day) => sql`
+      SELECT ${sql.literal(columns)} FROM ${sql(day)} WHERE (
+        SELECT NOT i.inhdetachpending FROM pg_inherits AS i
+        WHERE i.inhrelid = ${sql.literal(`'${day}'::regclass`)} AND i.inhparent = 'event_log'::regclass
+      )`,
+  )
+  return sql`(${sql.join(" UNION ALL ", false)(branches)})`
+}
 
 /**
  * The day partitions that hold `since` through `until`, oldest first; `undefined` when that is

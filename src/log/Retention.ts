@@ -82,8 +82,8 @@ const oldDays = (sql: SqlClient.SqlClient, cutoff: Date) =>
     FROM pg_class AS c
     JOIN pg_namespace AS n ON n.oid = c.relnamespace AND n.nspname = current_schema()
     LEFT JOIN pg_inherits AS i ON i.inhrelid = c.oid AND i.inhparent = 'event_log'::regclass
-    WHERE c.relkind IN ('r', 'p') AND c.relname ~ '^event_log_[0-9]{8}$'
-      AND to_date(substr(c.relname, 11), 'YYYYMMDD') + 1 <= (${cutoff.toISOString()}::timestamptz AT TIME ZONE 'UTC')::date
+    WHERE c.relkind IN ('r', 'p')
+      AND ${EventLogPartitions.dayOf(sql, sql`c.relname`)} + 1 <= (${cutoff.toISOString()}::timestamptz AT TIME ZONE 'UTC')::date
     ORDER BY c.relname`
 
 /** Runs `statement` alone on a reserved connection, under the timeouts; reset before it goes back to the pool. */

@@ -30,7 +30,7 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import { isNoPartition, pgFailure } from "../platform/PgError.ts"
-import { appendLockKey, EventLogPartitionMissing } from "./EventLog.ts"
+import { appendLockKey, channel, EventLogPartitionMissing } from "./EventLog.ts"
 
 export interface BatchResult {
   /** False when the caller no longer holds the lease: the batch did nothing. */
@@ -86,7 +86,7 @@ export const run = (
         SELECT head.base + ev.n, head.epoch, head.at, ev.s, ev.t, ev.a, ev.p::jsonb, ev.tp, ev.id
         FROM head, ev
       ), wake AS MATERIALIZED (
-        SELECT pg_notify('event_log', '') FROM head
+        SELECT pg_notify(${channel}, '') FROM head
       )
       SELECT EXISTS (SELECT FROM lease) AS leased, (SELECT count(*) FROM moved)::int AS appends,
              (SELECT count(*) FROM ev)::int AS events, (SELECT base + 1 FROM head) AS "firstSeq",

@@ -6,10 +6,19 @@
  *
  * Ages come from `clock_timestamp()` on the server, as every age in bothy's SQL does. The push
  * table lands with push: until then `pushRegistrations` is `null` ("no such table"), not 0.
+ *
+ * Each figure comes from the part that owns its tables (`ConsumerCursors.withHead`,
+ * `EventLog.firstAgeBetween`, `JobControl.groups`, `WebhookStatus`, `PushRegistrations.count`,
+ * `EventLogPartitions.attachedDays`); this module names no table of its own.
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
+import * as ConsumerCursors from "../consumer/ConsumerCursors.ts"
+import * as JobControl from "../jobs/JobControl.ts"
 import * as EventLog from "../log/EventLog.ts"
+import * as EventLogPartitions from "../log/EventLogPartitions.ts"
+import * as PushRegistrations from "../push/PushRegistrations.ts"
+import * as WebhookStatus from "../webhooks/WebhookStatus.ts"
 
 export class SchemaNotMigrated extends Schema.TaggedError<SchemaNotMigrated>()("SchemaNotMigrated", {
   missing: Schema.String,
@@ -29,31 +38,15 @@ export interface ConsumerStatus {
   readonly updatedAt: Date
 }
 
-export interface JobGroup {
-  readonly state: string
-  readonly kind: string
-  readonly count: number
-  /**
-   * Seconds since the oldest of them entered its state as far as the row tells: the start of
-   * its attempt for `running`, its schedule otherwise, its end once finalized.
-   */
-  readonly oldestSeconds: number
-}
+export type JobGroup = JobControl.JobGroup
 
-export interface SubscriptionGroup {
-  readonly state: string
-  /** `null` for active subscriptions. */
-  readonly cause: string | null
-  readonly count: number
-  /** Seconds since the event of the group's oldest pending delivery was committed; `null`: none pending. */
-  readonly oldestPendingSeconds: number | null
-}
-
-export interface PendingDelivery {
-  readonly subscription: string
-  readonly eventSeq: bigint
-  readonly ageSeconds: number
-}
+export type {
+  AttemptStatus,
+  PendingDelivery,
+  SubscriptionGroup,
+  SubscriptionStatus,
+} from "../webhooks/WebhookStatus.ts"
+export { recentAttempts, subscriptionList } from "../webhooks/WebhookStatus.ts"
 
 export interface Partitions {
   readonly count: number
@@ -70,8 +63,8 @@ export interface Partitions {
 export interface Status {
   readonly consumers: ReadonlyArray<ConsumerStatus>
   readonly jobs: ReadonlyArray<JobGroup>
-  readonly subscriptions: ReadonlyArray<SubscriptionGroup>
-  readonly oldestPendingDelivery: PendingDelivery | null
+  readonly subscriptions: ReadonlyArray<WebhookStatus.SubscriptionGroup>
+  readonly oldestPendingDelivery: WebhookStatus.PendingDelivery | null
   readonly pushRegistrations: number | null
   readonly partitions: Partitions
 }
@@ -92,18 +85,11 @@ interface CursorRow extends Omit<ConsumerStatus, "pendingAgeSeconds"> {
  */
 export const consumers = (sql: SqlClient.SqlClient) =>
   Effect.gen(function* () {
-    const cursors = yield* sql<CursorRow>`
-      SELECT c.name, c.last_seq AS "lastSeq", s.value AS head, (s.value - c.last_seq)::float8 AS lag,
-             c.updated_at AS "updatedAt", c.last_at::text AS "afterAt", s.last_at::text AS "headAt"
-      FROM event_consumer_cursors AS c CROSS JOIN event_seq AS s
-      ORDER BY c.name`
+    const cursors: ReadonlyArray<CursorRow> = yield* ConsumerCursors.withHead(sql)
     return yield* Effect.forEach(cursors, ({ afterAt, headAt, ...cursor }) =>
       Effect.map(
         cursor.head > cursor.lastSeq
-          ? sql<{ age: number }>`
-              SELECT extract(epoch FROM clock_timestamp() - occurred_at)::float8 AS age FROM event_log
-              WHERE ${EventLog.between(sql, { seq: cursor.lastSeq, at: afterAt }, { seq: cursor.head, at: headAt })}
-              ORDER BY seq LIMIT 1`.unprepared
+          ? EventLog.firstAgeBetween(sql, { seq: cursor.lastSeq, at: afterAt }, { seq: cursor.head, at: headAt })
           : Effect.succeed([]),
         (rows): ConsumerStatus => ({ ...cursor, pendingAgeSeconds: rows[0]?.age ?? 0 }),
       ),
@@ -111,58 +97,13 @@ export const consumers = (sql: SqlClient.SqlClient) =>
   })
 
 /** Jobs by state and kind, with the age of the oldest in each group. */
-export const jobs = (sql: SqlClient.SqlClient) => sql<JobGroup>`
-  SELECT state::text AS state, kind, count(*)::int AS count,
-         GREATEST(0, extract(epoch FROM clock_timestamp() - min(CASE
-           WHEN state = 'running' THEN attempted_at
-           WHEN finalized_at IS NOT NULL THEN finalized_at
-           ELSE scheduled_at END)))::float8 AS "oldestSeconds"
-  FROM jobs GROUP BY state, kind ORDER BY kind, state`
+export const jobs = JobControl.groups
 
-/**
- * Each subscription's first pending delivery (its oldest: deliveries go out in seq order), found
- * through the index of pending deliveries; `d` names the delivery for the caller's columns.
- */
-const firstPending = (sql: SqlClient.SqlClient) => sql`
-  LEFT JOIN LATERAL (
-    SELECT d.event_seq, d.attempts, d.last_status, d.last_error_class,
-           GREATEST(0, extract(epoch FROM clock_timestamp() - COALESCE(d.event_at, d.created_at)))::float8 AS age
-    FROM webhook_deliveries AS d
-    WHERE d.subscription_id = s.id AND d.state = 'pending'
-    ORDER BY d.event_seq LIMIT 1) AS p ON true`
-
-const subscriptions = (sql: SqlClient.SqlClient) => sql<SubscriptionGroup>`
-  SELECT s.state, s.disabled_cause AS cause, count(*)::int AS count, max(p.age) AS "oldestPendingSeconds"
-  FROM webhook_subscriptions AS s ${firstPending(sql)}
-  GROUP BY s.state, s.disabled_cause ORDER BY s.state, s.disabled_cause NULLS FIRST`
-
-const oldestPending = (sql: SqlClient.SqlClient) => sql<PendingDelivery>`
-  SELECT d.subscription_id::text AS subscription, d.event_seq AS "eventSeq",
-         GREATEST(0, extract(epoch FROM clock_timestamp() - COALESCE(d.event_at, d.created_at)))::float8
-           AS "ageSeconds"
-  FROM webhook_deliveries AS d
-  WHERE d.state = 'pending'
-  ORDER BY d.created_at, d.id LIMIT 1`
-
-// The table's name is a constant here; to_regclass makes its absence an answer, not an error.
-const pushRegistrations = (sql: SqlClient.SqlClient) =>
-  Effect.gen(function* () {
-    const [exists] = yield* sql<{ present: boolean }>`
-      SELECT to_regclass('push_registrations') IS NOT NULL AS present`
-    if (exists?.present !== true) return null
-    const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM push_registrations`
-    return row?.n ?? 0
-  })
-
-// Partition bounds from the catalogue: `event_log_YYYYMMDD` holds that UTC day (migration 0001).
+// Partition bounds from the catalogue, each partition's day as the log names it.
 const partitions = (sql: SqlClient.SqlClient) =>
   Effect.map(
     sql<Partitions>`
-      WITH days AS (
-        SELECT to_date(substring(c.relname FROM 'event_log_(\\d{8})$'), 'YYYYMMDD') AS day
-        FROM pg_inherits AS i
-        JOIN pg_class AS c ON c.oid = i.inhrelid
-        WHERE i.inhparent = 'event_log'::regclass)
+      WITH days AS (${EventLogPartitions.attachedDays(sql)})
       SELECT count(day)::int AS count,
              to_char(min(day), 'YYYY-MM-DD') AS "oldestDay",
              to_char(max(day), 'YYYY-MM-DD') AS "lastDay",
@@ -174,93 +115,6 @@ const partitions = (sql: SqlClient.SqlClient) =>
     (rows) => rows[0]!,
   )
 
-export interface SubscriptionStatus {
-  readonly id: string
-  readonly owner: string
-  readonly url: string
-  readonly state: string
-  readonly cause: string | null
-  /** The oldest pending delivery: its event's seq, age in seconds, attempts so far and last outcome. */
-  readonly pending: {
-    readonly eventSeq: bigint
-    readonly ageSeconds: number
-    readonly attempts: number
-    readonly lastStatus: number | null
-    readonly lastErrorClass: string | null
-  } | null
-}
-
-/**
- * Up to `limit` subscriptions, those that need a look first: disabled ones, then the oldest
- * pending delivery first. Every subscription is weighed (one index probe each), `limit` returned.
- */
-export const subscriptionList = Effect.fn("Status.subscriptionList")(function* (limit: number) {
-  const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{
-    id: string
-    owner: string
-    url: string
-    state: string
-    cause: string | null
-    eventSeq: bigint | null
-    ageSeconds: number | null
-    attempts: number | null
-    lastStatus: number | null
-    lastErrorClass: string | null
-  }>`
-    SELECT s.id::text AS id, s.owner, s.url, s.state, s.disabled_cause AS cause,
-           p.event_seq AS "eventSeq", p.age AS "ageSeconds", p.attempts, p.last_status AS "lastStatus",
-           p.last_error_class AS "lastErrorClass"
-    FROM webhook_subscriptions AS s ${firstPending(sql)}
-    ORDER BY s.state = 'disabled' DESC, p.age DESC NULLS LAST, s.created_at, s.id
-    LIMIT ${limit}`
-  return rows.map(
-    ({ eventSeq, ageSeconds, attempts, lastStatus, lastErrorClass, ...s }): SubscriptionStatus => ({
-      ...s,
-      pending:
-        eventSeq === null
-          ? null
-          : { eventSeq, ageSeconds: ageSeconds ?? 0, attempts: attempts ?? 0, lastStatus, lastErrorClass },
-    }),
-  )
-})
-
-export interface AttemptStatus {
-  readonly deliveryId: bigint
-  readonly number: number
-  readonly startedAt: Date
-  readonly durationMs: number
-  /** The HTTP status, or `null` when no response came (`errorClass` says why). */
-  readonly status: number | null
-  readonly errorClass: string | null
-  /** The start of the response body the receiver sent (at most 200 characters). */
-  readonly responseBody: string | null
-  readonly subscription: string
-  readonly url: string
-  readonly eventSeq: bigint
-  readonly deliveryState: string
-}
-
-/**
- * The newest attempts, up to `limit`, by when they started, newest first: a retry of an old
- * delivery is as recent as it is, not filed behind the later deliveries' first attempts. The
- * index on `started_at` (migration 0020) makes it `limit` rows whatever the history's size; ties
- * go to the later delivery and attempt.
- */
-export const recentAttempts = Effect.fn("Status.recentAttempts")(function* (limit: number) {
-  const sql = yield* SqlClient.SqlClient
-  return yield* sql<AttemptStatus>`
-    SELECT a.delivery_id AS "deliveryId", a.number, a.started_at AS "startedAt", a.duration_ms AS "durationMs",
-           a.status, a.error_class AS "errorClass", left(a.response_body, 200) AS "responseBody",
-           d.subscription_id::text AS subscription, s.url, d.event_seq AS "eventSeq", d.state AS "deliveryState"
-    FROM (
-      SELECT * FROM webhook_attempts ORDER BY started_at DESC, delivery_id DESC, number DESC LIMIT ${limit}
-    ) AS a
-    JOIN webhook_deliveries AS d ON d.id = a.delivery_id
-    JOIN webhook_subscriptions AS s ON s.id = d.subscription_id
-    ORDER BY a.started_at DESC, a.delivery_id DESC, a.number DESC`
-})
-
 /** Reads the whole status; every part is one statement (the consumers' one per lagging consumer as well). Fails with `SchemaNotMigrated` on a database bothy never migrated. */
 export const read = Effect.fn("Status.read")(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -269,9 +123,9 @@ export const read = Effect.fn("Status.read")(function* () {
   return {
     consumers: yield* consumers(sql),
     jobs: yield* jobs(sql),
-    subscriptions: yield* subscriptions(sql),
-    oldestPendingDelivery: (yield* oldestPending(sql))[0] ?? null,
-    pushRegistrations: yield* pushRegistrations(sql),
+    subscriptions: yield* WebhookStatus.groups(sql),
+    oldestPendingDelivery: (yield* WebhookStatus.oldestPending(sql))[0] ?? null,
+    pushRegistrations: yield* PushRegistrations.count(sql),
     partitions: yield* partitions(sql),
   } satisfies Status as Status
 })

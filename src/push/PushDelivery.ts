@@ -19,7 +19,7 @@ import { Clock, Duration, Effect, Metric, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Permissions, type PermissionsShape, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
-import { atTime } from "../log/EventLog.ts"
+import * as EventLog from "../log/EventLog.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import { defaults, PushConfig } from "./PushConfig.ts"
@@ -78,8 +78,7 @@ export const readTarget = (sql: SqlClient.SqlClient, permissions: PermissionsSha
            CASE WHEN jsonb_typeof(e.payload -> 'summary') = 'string' THEN left(e.payload ->> 'summary', 1000) END AS summary,
            ${allowed} AS allowed
     FROM (SELECT ${args.seq}::bigint AS seq, ${args.registration}::bigint AS registration) AS k
-    LEFT JOIN event_log AS e ON e.seq = k.seq
-      AND ${at === undefined || Number.isNaN(at.getTime()) ? sql`true` : atTime(sql, at)}
+    LEFT JOIN ${EventLog.eventAtTime(sql, sql`k.seq`, at)}
     LEFT JOIN push_registrations AS r ON r.id = k.registration`.pipe(Effect.map((rows) => rows[0]!))
 }
 

@@ -39,6 +39,19 @@ const selectStored = (sql: SqlClient.SqlClient) => sql`
 
 const base64url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url")
 
+/**
+ * How many registrations there are; `null` on a database without the table (push not migrated
+ * yet): `to_regclass` makes its absence an answer, not an error.
+ */
+export const count = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function* () {
+    const [exists] = yield* sql<{ present: boolean }>`
+      SELECT to_regclass('push_registrations') IS NOT NULL AS present`
+    if (exists?.present !== true) return null
+    const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM push_registrations`
+    return row?.n ?? 0
+  })
+
 /** Registers `subscription` (a `PushSubscription.toJSON()` value) for `principal`, or refreshes it. */
 export const register = Effect.fn("PushRegistrations.register")(function* (principal: string, subscription: unknown) {
   const config = yield* PushConfig

@@ -27,14 +27,15 @@ import * as ConsumerCursors from "../consumer/ConsumerCursors.ts"
 import * as JobControl from "../jobs/JobControl.ts"
 import * as JobKind from "../jobs/JobKind.ts"
 import * as Jobs from "../jobs/Jobs.ts"
-import { timeOf } from "../log/EventLog.ts"
+import { headSeq, holdsEvent } from "../log/EventLog.ts"
 import { Uuid } from "../platform/Uuid.ts"
 import { maxAttempts, queue } from "./DrainJob.ts"
 import { ensureDrainer } from "./SubscriptionResume.ts"
 import { currentEpoch } from "./WebhookEpoch.ts"
+import * as WebhookFanOut from "./WebhookFanOut.ts"
 
 /** The consumer whose cursor a re-send falls between rounds of (`WebhookFanOut.name`). */
-const consumer = "webhooks"
+const consumer = WebhookFanOut.name
 
 /** Deliveries one statement of a recovery makes pending again. */
 export const batchSize = 1000
@@ -72,7 +73,7 @@ const lockSubscription = (sql: SqlClient.SqlClient, id: string) =>
   Effect.gen(function* () {
     const cursor = yield* ConsumerCursors.lock(consumer)
     const [row] = yield* sql<{ state: "active" | "disabled"; startedSeq: bigint; head: bigint }>`
-      SELECT s.state, s.started_seq AS "startedSeq", (SELECT value FROM event_seq) AS head
+      SELECT s.state, s.started_seq AS "startedSeq", ${headSeq(sql)} AS head
       FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid FOR UPDATE`
     return row === undefined ? undefined : { ...row, read: cursor ?? row.head }
   })
@@ -114,7 +115,7 @@ const revive = (
 const pick = (sql: SqlClient.SqlClient, id: string, where: Statement.Fragment, limit: number) => sql`
   SELECT d.id FROM webhook_deliveries AS d
   WHERE d.subscription_id = ${id}::uuid AND ${where}
-    AND EXISTS (SELECT 1 FROM event_log AS e WHERE e.seq = d.event_seq AND ${timeOf(sql, sql`d.event_at`)})
+    AND ${holdsEvent(sql, sql`d.event_seq`, sql`d.event_at`)}
   ORDER BY d.id LIMIT ${limit} FOR UPDATE OF d`
 
 /** Sends one delivery again (delivered or dead); the subscription must be active. */
@@ -124,7 +125,7 @@ export const resend = Effect.fn("DeliveryResend.resend")(function* (deliveryId: 
     Effect.gen(function* () {
       const [d] = yield* sql<{ subscriptionId: string; state: string; present: boolean }>`
         SELECT d.subscription_id::text AS "subscriptionId", d.state,
-               EXISTS (SELECT 1 FROM event_log AS e WHERE e.seq = d.event_seq AND ${timeOf(sql, sql`d.event_at`)}) AS present
+               ${holdsEvent(sql, sql`d.event_seq`, sql`d.event_at`)} AS present
         FROM webhook_deliveries AS d WHERE d.id = ${deliveryId}`
       if (d === undefined) return false
       const refuse = (reason: ResendRefused["reason"]) =>
@@ -190,8 +191,8 @@ export const recover = Effect.fn("DeliveryResend.recover")(function* (subscripti
     if (n < batchSize) break
   }
   const [slot] = yield* sql<{ job: bigint | null }>`
-    SELECT w.job_id AS job FROM webhook_drains AS w JOIN jobs AS j ON j.id = w.job_id
-    WHERE w.subscription_id = ${subscriptionId}::uuid AND j.state IN ('scheduled', 'retryable')`
+    SELECT w.job_id AS job FROM webhook_drains AS w
+    WHERE w.subscription_id = ${subscriptionId}::uuid AND ${Jobs.isWaiting(sql, sql`w.job_id`)}`
   if (slot?.job != null) yield* Effect.ignore(JobControl.retry(slot.job))
   return total
 })

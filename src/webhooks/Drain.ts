@@ -77,6 +77,12 @@ export interface Drain {
 
 const millis = (input: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(input))
 
+/** `Drain.allowedColumn` for `permissions`: its SQL answer on `s.owner` and `e.space_id`, or NULL. */
+export const allowedColumn = (sql: SqlClient.SqlClient, permissions: PermissionsShape): Statement.Fragment =>
+  permissions.inSql === undefined
+    ? sql.literal("NULL::boolean")
+    : permissions.inSql({ principal: sql.literal("s.owner"), spaceId: sql.literal("e.space_id") }, webhookDeliver)
+
 export const make = (options: DrainOptions) =>
   Effect.gen(function* () {
     const config = yield* WebhookConfig
@@ -87,13 +93,7 @@ export const make = (options: DrainOptions) =>
     return {
       sql,
       permissions,
-      allowedColumn:
-        permissions.inSql === undefined
-          ? sql.literal("NULL::boolean")
-          : permissions.inSql(
-              { principal: sql.literal("s.owner"), spaceId: sql.literal("e.space_id") },
-              webhookDeliver,
-            ),
+      allowedColumn: allowedColumn(sql, permissions),
       config,
       maxDeliveries: options.maxDeliveriesPerRun ?? 500,
       maxRunMillis: millis(options.maxRunTime ?? Duration.seconds(5)),

@@ -63,8 +63,9 @@ export const lockedCte = (sql: SqlClient.SqlClient) => sql`
  */
 export const heldCtes = (sql: SqlClient.SqlClient) => sql`
   held AS MATERIALIZED (
-    SELECT n.sub, c.first, (n.job_id IS NOT NULL AND ${Jobs.isLive(sql, sql`n.job_id`)}) AS is_held
-    FROM locked AS n JOIN counted AS c ON c.sub = n.sub
+    SELECT locked.sub, counted.first,
+           (locked.job_id IS NOT NULL AND ${Jobs.isLive(sql, sql`locked.job_id`)}) AS is_held
+    FROM locked JOIN counted ON counted.sub = locked.sub
   ), nudged AS MATERIALIZED (
     SELECT pg_notify(${drainChannel}, sub::text) FROM held WHERE is_held
   )`
@@ -122,6 +123,6 @@ export const release = (sql: SqlClient.SqlClient, subscriptionId: string, job: b
  */
 export const superseded = (sql: SqlClient.SqlClient, job: bigint, attempt: number) =>
   sql<{ later: boolean }>`
-    SELECT EXISTS (SELECT 1 FROM jobs WHERE id = ${job} AND attempt > ${attempt}) AS later`.pipe(
+    SELECT ${Jobs.attemptedAfter(sql, sql`${job}::bigint`, attempt)} AS later`.pipe(
     Effect.map((rows) => rows[0]?.later === true),
   )

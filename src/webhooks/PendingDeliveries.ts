@@ -13,7 +13,8 @@
  */
 import { Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"
-import { timeOf } from "../log/EventLog.ts"
+import * as Jobs from "../jobs/Jobs.ts"
+import { eventAt } from "../log/EventLog.ts"
 import type * as OutboundSender from "../outbound/OutboundSender.ts"
 import { column } from "../platform/SqlArrays.ts"
 import type { Drain } from "./Drain.ts"
@@ -111,12 +112,12 @@ export interface Sent {
 export type DeliveryState = "delivered" | "pending" | "dead"
 
 /**
- * `h` (the pending deliveries while this job holds the slot: up to `limit` after `after`, in seq
- * order; none when nothing is pending or the slot is lost) and `g` (which of them are to be sent
- * as far as this statement can tell: `go`).
+ * `pending` (the pending deliveries while this job holds the slot: up to `limit` after `after`, in
+ * seq order; none when nothing is pending or the slot is lost) and `checked` (which of them may be
+ * sent, `sendable`, and which are to be sent as far as this statement can tell, `go`).
  */
 const pendingCtes = (
-  drain: Drain,
+  drain: Pick<Drain, "sql" | "allowedColumn">,
   read: {
     readonly subscriptionId: string
     readonly job: bigint
@@ -126,7 +127,7 @@ const pendingCtes = (
     readonly window: EventWindow
   },
 ) => drain.sql`
-  h AS MATERIALIZED (
+  pending AS MATERIALIZED (
     SELECT d.id AS "deliveryId", d.event_seq AS "eventSeq", d.epoch, d.sequence AS existing, d.attempts,
            s.state, s.disabled_cause AS "disabledCause", s.started_seq AS "startedSeq", s.owner, s.url,
            s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
@@ -144,18 +145,18 @@ const pendingCtes = (
       WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${read.after}
       ORDER BY event_seq LIMIT ${read.limit}
     ) AS d
-    LEFT JOIN event_log AS e ON e.seq = d.event_seq AND ${timeOf(drain.sql, drain.sql`d.event_at`)}
+    LEFT JOIN ${eventAt(drain.sql, drain.sql`d.event_seq`, drain.sql`d.event_at`)}
       AND e.occurred_at >= coalesce(${read.window.since}::timestamptz, '-infinity')
       AND e.occurred_at <= coalesce(${read.window.until}::timestamptz, 'infinity')
     WHERE w.subscription_id = ${read.subscriptionId}::uuid AND w.job_id = ${read.job}
       -- A later attempt of the job runs elsewhere: this run is stale and must not send beside it.
-      AND NOT EXISTS (SELECT 1 FROM jobs AS j WHERE j.id = w.job_id AND j.attempt > ${read.attempt})
-  ), g AS (
+      AND NOT ${Jobs.attemptedAfter(drain.sql, drain.sql`w.job_id`, read.attempt)}
+  ), checked AS (
     -- Nothing from the first unsure delivery on is numbered: the read is cut there.
     SELECT "deliveryId", "eventSeq", existing, sendable,
            sendable AND coalesce(allowed, false)
-             AND NOT EXISTS (SELECT 1 FROM h AS u WHERE u.unsure AND u."eventSeq" <= x."eventSeq") AS go
-    FROM (SELECT *, (state = 'active' AND "eventSeq" > "startedSeq" AND present AND scoped) AS sendable FROM h) AS x
+             AND NOT EXISTS (SELECT 1 FROM pending AS u WHERE u.unsure AND u."eventSeq" <= x."eventSeq") AS go
+    FROM (SELECT *, (state = 'active' AND "eventSeq" > "startedSeq" AND present AND scoped) AS sendable FROM pending) AS x
   )`
 
 /**
@@ -169,43 +170,45 @@ const outside = (sql: SqlClient.SqlClient, window: EventWindow) => sql`(
   END)`
 
 /**
- * `r`, `attempt`, `d`: the attempts of `sent` and the deliveries' new states. A delivery that
+ * `answers`, `attempt`, `delivered`: the attempts of `sent` (the answers the requests got), their
+ * rows, and the deliveries' new states. A delivery that
  * is no longer pending (its subscription was disabled while the requests ran) gets the attempt
  * on record and nothing else.
  */
 const attemptsCtes = (sql: SqlClient.SqlClient, sent: ReadonlyArray<Sent>) => sql`
-  r AS (
+  answers AS (
     SELECT * FROM unnest(
       ${sent.map((s) => s.delivery.deliveryId.toString())}::bigint[], ${sent.map((s) => s.delivery.attempts + 1)}::int[],
       ${sent.map((s) => new Date(s.started))}::timestamptz[], ${sent.map((s) => s.result.durationMs)}::int[],
       ${column(sent, (s) => s.result.status)}::int[], ${column(sent, (s) => s.result.errorClass)}::text[],
       ${sent.map((s) => s.result.body.replaceAll("\u0000", "\uFFFD"))}::text[],
       ${sent.map((s) => s.result.truncated)}::bool[], ${sent.map((s) => s.ok)}::bool[]
-    ) WITH ORDINALITY AS r(delivery_id, number, started_at, duration_ms, status, error_class, body, truncated, ok, n)
+    ) WITH ORDINALITY AS a(delivery_id, number, started_at, duration_ms, status, error_class, body, truncated, ok, n)
   ), attempt AS (
     INSERT INTO webhook_attempts
       (delivery_id, number, started_at, duration_ms, status, error_class, response_body, response_truncated)
-    SELECT delivery_id, number, started_at, duration_ms, status, error_class, body, truncated FROM r
-  ), d AS (
+    SELECT delivery_id, number, started_at, duration_ms, status, error_class, body, truncated FROM answers
+  ), delivered AS (
     UPDATE webhook_deliveries AS d
-    SET attempts = d.attempts + 1, last_status = r.status, last_error_class = r.error_class,
-        last_attempt_at = r.started_at,
-        state = CASE WHEN r.ok AND d.state = 'pending' THEN 'delivered' ELSE d.state END,
-        finished_at = CASE WHEN r.ok AND d.state = 'pending' THEN clock_timestamp() ELSE d.finished_at END
-    FROM r WHERE d.id = r.delivery_id
+    SET attempts = d.attempts + 1, last_status = a.status, last_error_class = a.error_class,
+        last_attempt_at = a.started_at,
+        state = CASE WHEN a.ok AND d.state = 'pending' THEN 'delivered' ELSE d.state END,
+        finished_at = CASE WHEN a.ok AND d.state = 'pending' THEN clock_timestamp() ELSE d.finished_at END
+    FROM answers AS a WHERE d.id = a.delivery_id
     RETURNING d.id, d.state, d.event_seq
   )`
 
-/** `p`'s columns about the attempts in `d`: whether the subscription's progress moves, and how far. */
+/** `progress`'s columns about the attempts in `delivered`: whether the subscription's progress moves, and how far. */
 const progressOf = (sql: SqlClient.SqlClient, sent: ReadonlyArray<Sent>) =>
   sent.length === 0
     ? sql`false AS recorded, NULL::bigint AS delivered_to`
-    : sql`EXISTS (SELECT 1 FROM d WHERE state IN ('delivered', 'pending')) AS recorded,
-          (SELECT max(event_seq) FROM d WHERE state = 'delivered') AS delivered_to`
+    : sql`EXISTS (SELECT 1 FROM delivered WHERE state IN ('delivered', 'pending')) AS recorded,
+          (SELECT max(event_seq) FROM delivered WHERE state = 'delivered') AS delivered_to`
 
 /**
- * `s AS (...)`: the statement's one UPDATE of the subscription row, after `p`: its progress and
- * failing clock when `p.recorded`, its numbering (`WebhookNumbering.bump`) when `p.numbering`.
+ * `subscription AS (...)`: the statement's one UPDATE of the subscription row, after `progress`:
+ * its progress and failing clock when `progress.recorded`, its numbering (`WebhookNumbering.bump`)
+ * when `progress.numbering`.
  */
 const subscriptionCte = (
   sql: SqlClient.SqlClient,
@@ -213,19 +216,19 @@ const subscriptionCte = (
   failing: FailingClock,
   token: string | null,
 ) => sql`
-  s AS (
+  subscription AS (
     UPDATE webhook_subscriptions AS s
-    SET last_delivered_seq = CASE WHEN p.recorded THEN greatest(s.last_delivered_seq, p.delivered_to)
+    SET last_delivered_seq = CASE WHEN progress.recorded THEN greatest(s.last_delivered_seq, progress.delivered_to)
                                   ELSE s.last_delivered_seq END,
-        failing_first_at = CASE WHEN p.recorded
+        failing_first_at = CASE WHEN progress.recorded
                                 THEN ${failing.firstAt === null ? null : new Date(failing.firstAt)}::timestamptz
                                 ELSE s.failing_first_at END,
-        failing_clock_at = CASE WHEN p.recorded
+        failing_clock_at = CASE WHEN progress.recorded
                                 THEN ${failing.clockAt === null ? null : new Date(failing.clockAt)}::timestamptz
                                 ELSE s.failing_clock_at END,
         ${WebhookNumbering.bump(sql, token)}
-    FROM p
-    WHERE s.id = ${subscriptionId}::uuid AND (p.recorded OR p.numbering)
+    FROM progress
+    WHERE s.id = ${subscriptionId}::uuid AND (progress.recorded OR progress.numbering)
     RETURNING s.last_sequence, ${WebhookNumbering.numbersHold(sql, token)}
   )`
 
@@ -237,10 +240,10 @@ export const recordAttempts = (
   failing: FailingClock,
 ) =>
   drain.sql<{ state: DeliveryState }>`
-    WITH ${attemptsCtes(drain.sql, sent)}, p AS (
+    WITH ${attemptsCtes(drain.sql, sent)}, progress AS (
       SELECT ${progressOf(drain.sql, sent)}, false AS numbering, 0 AS fresh, NULL::uuid AS token_seen
     ), ${subscriptionCte(drain.sql, subscriptionId, failing, null)}
-    SELECT d.state FROM r JOIN d ON d.id = r.delivery_id ORDER BY r.n`.pipe(
+    SELECT delivered.state FROM answers JOIN delivered ON delivered.id = answers.delivery_id ORDER BY answers.n`.pipe(
     Effect.map((rows) => sent.map((_, i) => rows[i]?.state ?? "dead")),
     Effect.tap(() => drain.onRecorded(subscriptionId)),
     Effect.withSpan("WebhookDrainer.recordAttempts", { attributes: { "webhook.deliveries": sent.length } }),
@@ -253,7 +256,7 @@ export const recordAttempts = (
  * what `numbered_by` becomes if its numbers hold.
  */
 export const recordAndReadStatement = (
-  drain: Drain,
+  drain: Pick<Drain, "sql" | "allowedColumn">,
   read: Parameters<typeof pendingCtes>[1],
   sent: ReadonlyArray<Sent>,
   token: string | null,
@@ -261,21 +264,23 @@ export const recordAndReadStatement = (
   const sql = drain.sql
   return sql<PendingDelivery & { readonly numbered: boolean }>`
     WITH ${sent.length === 0 ? sql`` : sql`${attemptsCtes(sql, sent)},`}
-    ${pendingCtes(drain, read)}, p AS (
+    ${pendingCtes(drain, read)}, progress AS (
       SELECT ${progressOf(sql, sent)}, ${token === null ? sql`false` : sql`coalesce(bool_or(go), false)`} AS numbering,
              (count(*) FILTER (WHERE go AND existing IS NULL))::int AS fresh,
-             (SELECT "tokenSeen" FROM h LIMIT 1) AS token_seen
-      FROM g
-    ), ${subscriptionCte(sql, read.subscriptionId, noFailures, token)}, f AS (
+             (SELECT "tokenSeen" FROM pending LIMIT 1) AS token_seen
+      FROM checked
+    ), ${subscriptionCte(sql, read.subscriptionId, noFailures, token)}, fresh AS (
       SELECT "deliveryId" AS delivery_id, row_number() OVER (ORDER BY "eventSeq") AS rank
-      FROM g WHERE go AND existing IS NULL
+      FROM checked WHERE go AND existing IS NULL
     ), ${WebhookNumbering.numbered(sql)}
-    SELECT h.*, g.sendable,
-           CASE WHEN g.go AND coalesce((SELECT numbered FROM s), false) THEN coalesce(n.sequence, h.existing) END
+    SELECT pending.*, checked.sendable,
+           CASE WHEN checked.go AND coalesce((SELECT subscription.numbered FROM subscription), false)
+                THEN coalesce(numbered.sequence, pending.existing) END
              AS sequence,
-           n.id IS NOT NULL AS "numberedHere", coalesce((SELECT numbered FROM s), false) AS numbered
-    FROM h JOIN g USING ("deliveryId") LEFT JOIN n ON n.id = h."deliveryId"
-    ORDER BY h."eventSeq"`
+           numbered.id IS NOT NULL AS "numberedHere",
+           coalesce((SELECT subscription.numbered FROM subscription), false) AS numbered
+    FROM pending JOIN checked USING ("deliveryId") LEFT JOIN numbered ON numbered.id = pending."deliveryId"
+    ORDER BY pending."eventSeq"`
 }
 
 /** Ends pending deliveries that must not go out: the subscription is disabled, or they predate its re-enabling. */
@@ -296,13 +301,13 @@ export const attemptsBy = (outcome: string) =>
 export const suppress = (drain: Drain, subscriptionId: string, d: PendingDelivery, reason: "permission" | "scope") =>
   Effect.gen(function* () {
     yield* drain.sql`
-      WITH d AS (
+      WITH dead AS (
         UPDATE webhook_deliveries SET state = 'dead', dead_reason = ${reason}, finished_at = clock_timestamp()
         WHERE id = ${d.deliveryId} AND state = 'pending'
         RETURNING event_seq
       )
-      UPDATE webhook_subscriptions AS s SET last_delivered_seq = greatest(s.last_delivered_seq, d.event_seq)
-      FROM d WHERE s.id = ${subscriptionId}::uuid`
+      UPDATE webhook_subscriptions AS s SET last_delivered_seq = greatest(s.last_delivered_seq, dead.event_seq)
+      FROM dead WHERE s.id = ${subscriptionId}::uuid`
     yield* drain.onRecorded(subscriptionId)
     yield* Metric.update(WebhookMetrics.suppressed, 1)
     yield* attemptsBy("suppressed")

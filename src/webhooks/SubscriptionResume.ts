@@ -24,12 +24,14 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as ConsumerCursors from "../consumer/ConsumerCursors.ts"
 import * as Jobs from "../jobs/Jobs.ts"
+import * as EventLog from "../log/EventLog.ts"
 import { deliverKind, maxAttempts, queue } from "./DrainJob.ts"
 import { heldCtes, lockedCte } from "./DrainSlot.ts"
 import { currentEpoch } from "./WebhookEpoch.ts"
+import * as WebhookFanOut from "./WebhookFanOut.ts"
 
 /** The consumer whose cursor decides which events a re-enabling covers (`WebhookFanOut.name`). */
-const consumer = "webhooks"
+const consumer = WebhookFanOut.name
 
 export class SeqNotInLog extends Schema.TaggedError<SeqNotInLog>()("SeqNotInLog", {
   subscription: Schema.String,
@@ -68,9 +70,7 @@ const lockState = (sql: SqlClient.SqlClient, id: string) =>
 
 const bounds = (sql: SqlClient.SqlClient) =>
   sql<{ head: bigint; oldest: bigint | null }>`
-    SELECT s.value AS head, (SELECT min(seq) FROM event_log) AS oldest FROM event_seq AS s`.pipe(
-    Effect.map(([row]) => row!),
-  )
+    SELECT ${EventLog.headSeq(sql)} AS head, ${EventLog.oldestSeq(sql)} AS oldest`.pipe(Effect.map(([row]) => row!))
 
 /** Active again, receiving the events after `after`. */
 const activate = (sql: SqlClient.SqlClient, id: string, after: bigint) =>

@@ -9,7 +9,7 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { timeOf } from "../log/EventLog.ts"
+import { eventAt } from "../log/EventLog.ts"
 
 export const deliveryStates = ["pending", "delivered", "dead"] as const
 export type DeliveryState = (typeof deliveryStates)[number]
@@ -70,7 +70,7 @@ const select = (sql: SqlClient.SqlClient) => sql`
          d.last_status AS "lastStatus", d.last_error_class AS "lastErrorClass", d.last_attempt_at AS "lastAttemptAt",
          d.created_at AS "createdAt", d.finished_at AS "finishedAt"
   FROM webhook_deliveries AS d
-  LEFT JOIN event_log AS e ON e.seq = d.event_seq AND ${timeOf(sql, sql`d.event_at`)}`
+  LEFT JOIN ${eventAt(sql, sql`d.event_seq`, sql`d.event_at`)}`
 
 /** One page of a subscription's deliveries, newest first, and the cursor of the next (`null` after the last). */
 export const list = Effect.fn("WebhookDeliveries.list")(function* (options: ListOptions) {

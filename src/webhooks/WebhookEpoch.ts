@@ -24,9 +24,10 @@
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import * as EventLog from "../log/EventLog.ts"
 
 /** The current log epoch, as an SQL expression. */
-export const currentEpoch = (sql: SqlClient.SqlClient) => sql`(SELECT epoch FROM event_seq)`
+export const currentEpoch = EventLog.headEpoch
 
 export interface PendingCarried {
   /** Pending deliveries that keep their number and `webhook-id`. */

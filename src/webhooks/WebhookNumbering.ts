@@ -36,10 +36,10 @@
  * earlier request may have gone out; the receiver then sees a gap.
  *
  * These are fragments of the drainer's statements (see PendingDeliveries.ts), each statement's one
- * UPDATE of the subscription row (alias `s`) included, with a CTE `p` that provides `numbering`
- * (the statement returns deliveries to send), `fresh` (how many of them need a new number) and
- * `token_seen` (`numbered_by` as its snapshot saw it), and a CTE `f (delivery_id, rank)` of the
- * deliveries to number, rank 1 first.
+ * UPDATE of the subscription row (a CTE `subscription`, the row's alias `s` within it) included,
+ * with a CTE `progress` that provides `numbering` (the statement returns deliveries to send),
+ * `fresh` (how many of them need a new number) and `token_seen` (`numbered_by` as its snapshot
+ * saw it), and a CTE `fresh (delivery_id, rank)` of the deliveries to number, rank 1 first.
  */
 import { randomUUID } from "node:crypto"
 import { Effect } from "effect"
@@ -50,11 +50,12 @@ import { column } from "../platform/SqlArrays.ts"
 export const newToken = (): string => randomUUID()
 
 /** The subscription row has not been renumbered since the statement's snapshot. */
-const unchanged = (sql: SqlClient.SqlClient) => sql`p.numbering AND s.numbered_by IS NOT DISTINCT FROM p.token_seen`
+const unchanged = (sql: SqlClient.SqlClient) =>
+  sql`progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen`
 
 /** SET clauses of the statement's UPDATE of the subscription row `s`: the counter and the token. */
 export const bump = (sql: SqlClient.SqlClient, token: string | null) => sql`
-  last_sequence = s.last_sequence + CASE WHEN ${unchanged(sql)} THEN p.fresh ELSE 0 END,
+  last_sequence = s.last_sequence + CASE WHEN ${unchanged(sql)} THEN progress.fresh ELSE 0 END,
   numbered_by = CASE WHEN ${unchanged(sql)} THEN ${token}::uuid ELSE s.numbered_by END`
 
 /** RETURNING column of that UPDATE: whether the statement's numbers hold. */
@@ -62,15 +63,15 @@ export const numbersHold = (sql: SqlClient.SqlClient, token: string | null) =>
   sql`coalesce(s.numbered_by = ${token}::uuid, false) AS numbered`
 
 /**
- * `n AS (...)`: the deliveries of `f` numbered on from the counter as `s` left it (RETURNING
- * `last_sequence` after the bump). Runs only if the numbers hold, and after `s`, whose row lock it
- * thereby waits for.
+ * `numbered AS (...)`: the deliveries of `fresh` numbered on from the counter as `subscription`
+ * left it (RETURNING `last_sequence` after the bump). Runs only if the numbers hold, and after
+ * `subscription`, whose row lock it thereby waits for.
  */
 export const numbered = (sql: SqlClient.SqlClient) => sql`
-  n AS (
-    UPDATE webhook_deliveries AS n SET sequence = s.last_sequence - p.fresh + f.rank
-    FROM f, s, p WHERE n.id = f.delivery_id AND s.numbered
-    RETURNING n.id, n.sequence
+  numbered AS (
+    UPDATE webhook_deliveries AS d SET sequence = subscription.last_sequence - progress.fresh + fresh.rank
+    FROM fresh, subscription, progress WHERE d.id = fresh.delivery_id AND subscription.numbered
+    RETURNING d.id, d.sequence
   )`
 
 export interface Numbered {
@@ -81,10 +82,39 @@ export interface Numbered {
   readonly numberedHere: boolean
 }
 
+/** `number`'s one statement (its composed text is in docs/sql/webhook-numbering.sql). */
+export const numberStatement = (
+  sql: SqlClient.SqlClient,
+  subscriptionId: string,
+  deliveries: ReadonlyArray<{ readonly deliveryId: bigint; readonly existing: bigint | null }>,
+  tokenSeen: string | null,
+  token: string,
+) => sql<Numbered>`
+      WITH deliveries AS (
+        SELECT * FROM unnest(${deliveries.map((d) => d.deliveryId.toString())}::bigint[],
+                             ${column(deliveries, (d) => d.existing?.toString())}::bigint[])
+          WITH ORDINALITY AS g(delivery_id, existing, ord)
+      ), progress AS (
+        SELECT true AS numbering, count(*) FILTER (WHERE existing IS NULL)::int AS fresh,
+               ${tokenSeen}::uuid AS token_seen
+        FROM deliveries
+      ), subscription AS (
+        UPDATE webhook_subscriptions AS s SET ${bump(sql, token)}
+        FROM progress WHERE s.id = ${subscriptionId}::uuid
+        RETURNING s.last_sequence, ${numbersHold(sql, token)}
+      ), fresh AS (
+        SELECT delivery_id, row_number() OVER (ORDER BY ord) AS rank FROM deliveries WHERE existing IS NULL
+      ), ${numbered(sql)}
+      SELECT g.delivery_id AS "deliveryId",
+             CASE WHEN coalesce((SELECT subscription.numbered FROM subscription), false)
+                  THEN coalesce(numbered.sequence, g.existing) END AS sequence,
+             numbered.id IS NOT NULL AS "numberedHere"
+      FROM deliveries AS g LEFT JOIN numbered ON numbered.id = g.delivery_id ORDER BY g.ord`
+
 /**
  * Numbers `deliveries` (to be sent, in seq order; `existing` the number each already has) in one
- * statement, for hosts whose rights are asked outside the statement that read them.
- * `tokenSeen`: `numbered_by` as that statement saw it.
+ * statement (`numberStatement`), for hosts whose rights are asked outside the statement that read
+ * them. `tokenSeen`: `numbered_by` as that statement saw it.
  */
 export const number = (
   subscriptionId: string,
@@ -92,29 +122,9 @@ export const number = (
   tokenSeen: string | null,
   token: string,
 ) =>
-  Effect.flatMap(
-    SqlClient.SqlClient,
-    (sql) => sql<Numbered>`
-      WITH g AS (
-        SELECT * FROM unnest(${deliveries.map((d) => d.deliveryId.toString())}::bigint[],
-                             ${column(deliveries, (d) => d.existing?.toString())}::bigint[])
-          WITH ORDINALITY AS g(delivery_id, existing, ord)
-      ), p AS (
-        SELECT true AS numbering, count(*) FILTER (WHERE existing IS NULL)::int AS fresh,
-               ${tokenSeen}::uuid AS token_seen
-        FROM g
-      ), s AS (
-        UPDATE webhook_subscriptions AS s SET ${bump(sql, token)}
-        FROM p WHERE s.id = ${subscriptionId}::uuid
-        RETURNING s.last_sequence, ${numbersHold(sql, token)}
-      ), f AS (
-        SELECT delivery_id, row_number() OVER (ORDER BY ord) AS rank FROM g WHERE existing IS NULL
-      ), ${numbered(sql)}
-      SELECT g.delivery_id AS "deliveryId",
-             CASE WHEN coalesce((SELECT numbered FROM s), false) THEN coalesce(n.sequence, g.existing) END AS sequence,
-             n.id IS NOT NULL AS "numberedHere"
-      FROM g LEFT JOIN n ON n.id = g.delivery_id ORDER BY g.ord`,
-  ).pipe(Effect.withSpan("WebhookNumbering.number", { attributes: { "webhook.deliveries": deliveries.length } }))
+  Effect.flatMap(SqlClient.SqlClient, (sql) => numberStatement(sql, subscriptionId, deliveries, tokenSeen, token)).pipe(
+    Effect.withSpan("WebhookNumbering.number", { attributes: { "webhook.deliveries": deliveries.length } }),
+  )
 
 /**
  * Gives back `numbers`, which the statement that set `token` handed to deliveries the run has not sent

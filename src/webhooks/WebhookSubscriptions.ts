@@ -27,6 +27,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import * as SealingKeyCheck from "../crypto/SealingKeyCheck.ts"
 import * as SecretBox from "../crypto/SecretBox.ts"
 import { EventType } from "../log/Event.ts"
+import * as EventLog from "../log/EventLog.ts"
 import { type UnsafeWebhookTarget, validateUrl } from "../outbound/OutboundTarget.ts"
 import { firstIssue } from "../platform/FieldIssue.ts"
 import { storableCheck } from "../platform/StorableText.ts"
@@ -130,8 +131,8 @@ const insertSubscription = (sql: SqlClient.SqlClient, valid: NewSubscription, ur
         INSERT INTO webhook_subscriptions
           (owner, url, secret_sealed, event_types, started_seq, last_delivered_seq, rate_limit, headers)
         SELECT ${valid.owner}, ${url.toString()}, ${sealed}, ${valid.eventTypes as Array<string>}::text[],
-               value, value, ${valid.rateLimit ?? null}, ${JSON.stringify(normalize(valid.headers ?? {}))}::jsonb
-        FROM event_seq
+               head.seq, head.seq, ${valid.rateLimit ?? null}, ${JSON.stringify(normalize(valid.headers ?? {}))}::jsonb
+        FROM (SELECT ${EventLog.headSeq(sql)} AS seq) AS head
         RETURNING id::text`
       yield* insertScope(sql, row!.id, valid.scope)
       return row!.id

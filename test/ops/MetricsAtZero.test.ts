@@ -48,10 +48,14 @@ const filesUnder = (dir: string): ReadonlyArray<string> =>
 /** `bothy_...` names the docs use that are not metrics: the migrations table. */
 const notMetrics: ReadonlySet<string> = new Set([migrationsTable])
 
-/** Every `bothy_...` name in deploy/, docs/ and README.md, with the first file that names it. */
+/**
+ * Every `bothy_...` name in deploy/, docs/ and README.md, with the first file that names it. The
+ * generated SQL (docs/schema.sql, docs/sql/) names tables, not metrics.
+ */
 const namedMetrics = () => {
   const names = new Map<string, string>()
-  for (const file of [...filesUnder("deploy"), ...filesUnder("docs"), join(root, "README.md")]) {
+  const files = [...filesUnder("deploy"), ...filesUnder("docs"), join(root, "README.md")]
+  for (const file of files.filter((f) => !f.endsWith(".sql"))) {
     for (const [name] of readFileSync(file, "utf8").matchAll(/\bbothy_[a-z0-9_]+/g)) {
       if (!names.has(name) && !notMetrics.has(name)) names.set(name, file.slice(root.length))
     }

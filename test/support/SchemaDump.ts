@@ -1,0 +1,115 @@
+/**
+ * The schema of a database's `public` schema as SQL text, built from the catalog in a stable order,
+ * so the same migrations always give the same text: enum types, sequences, then each table (its
+ * columns in their order, its constraints and indexes by name, its triggers), then functions.
+ * Partitions are left out (event_log's are named by their dates, and made ahead of the clock):
+ * a partitioned table shows its `PARTITION BY`. No OIDs, no server version, no owners.
+ *
+ * Not `pg_dump`: the embedded server's package ships no client binaries, and a system `pg_dump`
+ * older than the server refuses to dump it.
+ */
+import { Effect } from "effect"
+import { SqlClient } from "effect/sql"
+
+const enums = (sql: SqlClient.SqlClient) =>
+  sql<{ name: string; labels: ReadonlyArray<string> }>`
+    SELECT t.typname AS name, array_agg(e.enumlabel::text ORDER BY e.enumsortorder) AS labels
+    FROM pg_type AS t JOIN pg_enum AS e ON e.enumtypid = t.oid
+    JOIN pg_namespace AS n ON n.oid = t.typnamespace
+    WHERE n.nspname = 'public'
+    GROUP BY t.typname ORDER BY t.typname`
+
+const sequences = (sql: SqlClient.SqlClient) =>
+  sql<{ name: string; type: string; owner: string | null }>`
+    SELECT c.relname AS name, format_type(s.seqtypid, NULL) AS type,
+           (SELECT t.relname || '.' || a.attname FROM pg_depend AS d
+              JOIN pg_class AS t ON t.oid = d.refobjid
+              JOIN pg_attribute AS a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+            WHERE d.objid = c.oid AND d.classid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')) AS owner
+    FROM pg_class AS c JOIN pg_sequence AS s ON s.seqrelid = c.oid
+    JOIN pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'public'
+    ORDER BY c.relname`
+
+const tables = (sql: SqlClient.SqlClient) =>
+  sql<{ name: string; partitionBy: string | null; unlogged: boolean }>`
+    SELECT c.relname AS name, CASE WHEN c.relkind = 'p' THEN pg_get_partkeydef(c.oid) END AS "partitionBy",
+           c.relpersistence = 'u' AS unlogged
+    FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+    WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND NOT c.relispartition
+    ORDER BY c.relname`
+
+const columns = (sql: SqlClient.SqlClient, table: string) =>
+  sql<{ name: string; type: string; notNull: boolean; def: string | null; identity: string; generated: string }>`
+    SELECT a.attname AS name, format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS "notNull",
+           pg_get_expr(d.adbin, d.adrelid) AS def, a.attidentity::text AS identity, a.attgenerated::text AS generated
+    FROM pg_attribute AS a LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+    WHERE a.attrelid = ${`public.${table}`}::regclass AND a.attnum > 0 AND NOT a.attisdropped
+    ORDER BY a.attnum`
+
+const constraints = (sql: SqlClient.SqlClient, table: string) =>
+  sql<{ name: string; def: string }>`
+    SELECT conname AS name, pg_get_constraintdef(oid) AS def FROM pg_constraint
+    WHERE conrelid = ${`public.${table}`}::regclass AND contype <> 'n'
+    ORDER BY conname`
+
+const indexes = (sql: SqlClient.SqlClient, table: string) =>
+  sql<{ def: string }>`
+    SELECT pg_get_indexdef(i.indexrelid) AS def
+    FROM pg_index AS i JOIN pg_class AS c ON c.oid = i.indexrelid
+    WHERE i.indrelid = ${`public.${table}`}::regclass
+      AND NOT EXISTS (SELECT 1 FROM pg_constraint AS k WHERE k.conindid = i.indexrelid AND k.conrelid = i.indrelid)
+    ORDER BY c.relname`
+
+const triggers = (sql: SqlClient.SqlClient, table: string) =>
+  sql<{ def: string }>`
+    SELECT pg_get_triggerdef(oid) AS def FROM pg_trigger
+    WHERE tgrelid = ${`public.${table}`}::regclass AND NOT tgisinternal
+    ORDER BY tgname`
+
+const functions = (sql: SqlClient.SqlClient) =>
+  sql<{ def: string }>`
+    SELECT pg_get_functiondef(p.oid) AS def
+    FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+    WHERE n.nspname = 'public' AND p.prokind IN ('f', 'p')
+    ORDER BY p.proname, pg_get_function_identity_arguments(p.oid)`
+
+const quote = (text: string) => `'${text.replaceAll("'", "''")}'`
+
+/** The `public` schema of the database `SqlClient` is on, as SQL text (see the module header). */
+export const dump = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const out: Array<string> = []
+  for (const e of yield* enums(sql)) out.push(`CREATE TYPE ${e.name} AS ENUM (${e.labels.map(quote).join(", ")});`, "")
+  for (const s of yield* sequences(sql))
+    out.push(`CREATE SEQUENCE ${s.name} AS ${s.type};${s.owner === null ? "" : ` -- owned by ${s.owner}`}`)
+  out.push("")
+  for (const table of yield* tables(sql)) {
+    const lines = [
+      ...(yield* columns(sql, table.name)).map((c) =>
+        [
+          `  ${c.name} ${c.type}`,
+          c.identity === "a"
+            ? " GENERATED ALWAYS AS IDENTITY"
+            : c.identity === "d"
+              ? " GENERATED BY DEFAULT AS IDENTITY"
+              : "",
+          c.generated === "s" && c.def !== null ? ` GENERATED ALWAYS AS (${c.def}) STORED` : "",
+          c.generated === "" && c.def !== null ? ` DEFAULT ${c.def}` : "",
+          c.notNull ? " NOT NULL" : "",
+        ].join(""),
+      ),
+      ...(yield* constraints(sql, table.name)).map((k) => `  CONSTRAINT ${k.name} ${k.def}`),
+    ]
+    out.push(
+      `CREATE ${table.unlogged ? "UNLOGGED " : ""}TABLE ${table.name} (`,
+      lines.join(",\n"),
+      `)${table.partitionBy === null ? "" : ` PARTITION BY ${table.partitionBy}`};`,
+    )
+    for (const i of yield* indexes(sql, table.name)) out.push(`${i.def.replaceAll("public.", "")};`)
+    for (const t of yield* triggers(sql, table.name)) out.push(`${t.def.replaceAll("public.", "")};`)
+    out.push("")
+  }
+  for (const f of yield* functions(sql)) out.push(`${f.def.replaceAll("public.", "").trimEnd()};`, "")
+  return `${out.join("\n").trimEnd()}\n`
+})
