@@ -61,15 +61,13 @@ export * as PushFanOut from "./push/PushFanOut.ts"
 export * as PushRegistration from "./push/PushRegistration.ts"
 export * as PushRegistrations from "./push/PushRegistrations.ts"
 export * as PushVapid from "./push/PushVapid.ts"
-export * as DeliveryHistory from "./webhooks/DeliveryHistory.ts"
-export * as DeliveryResend from "./webhooks/DeliveryResend.ts"
-export type { RetryNow } from "./webhooks/SubscriptionRetry.ts"
-export * as WebhookConfig from "./webhooks/WebhookConfig.ts"
-export * as WebhookDeliveries from "./webhooks/WebhookDeliveries.ts"
-export * as WebhookDrainer from "./webhooks/WebhookDrainer.ts"
-export * as WebhookFanOut from "./webhooks/WebhookFanOut.ts"
-export * as WebhookSecret from "./webhooks/WebhookSecret.ts"
-export * as WebhookSignature from "./webhooks/WebhookSignature.ts"
+export * as WebhookDrainer from "./webhooks/drain/WebhookDrainer.ts"
+export * as WebhookSignature from "./webhooks/drain/WebhookSignature.ts"
+export * as DeliveryHistory from "./webhooks/subscriptions/DeliveryHistory.ts"
+export * as DeliveryResend from "./webhooks/subscriptions/DeliveryResend.ts"
+export type { RetryNow } from "./webhooks/subscriptions/SubscriptionRetry.ts"
+export * as WebhookDeliveries from "./webhooks/subscriptions/WebhookDeliveries.ts"
+export * as WebhookSecret from "./webhooks/subscriptions/WebhookSecret.ts"
 export {
   type EnableOptions,
   InvalidSubscription,
@@ -80,4 +78,6 @@ export {
   type SubscriptionPage,
   SubscriptionPatch,
   WebhookSubscriptions,
-} from "./webhooks/WebhookSubscriptions.ts"
+} from "./webhooks/subscriptions/WebhookSubscriptions.ts"
+export * as WebhookConfig from "./webhooks/WebhookConfig.ts"
+export * as WebhookFanOut from "./webhooks/WebhookFanOut.ts"

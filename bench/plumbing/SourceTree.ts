@@ -102,9 +102,9 @@ export interface Modules {
   readonly Permissions: typeof import("../../src/authz/Permissions.ts")
   readonly SecretBox: typeof import("../../src/crypto/SecretBox.ts")
   readonly WebhookConfig: typeof import("../../src/webhooks/WebhookConfig.ts")
-  readonly WebhookDrainer: typeof import("../../src/webhooks/WebhookDrainer.ts")
+  readonly WebhookDrainer: typeof import("../../src/webhooks/drain/WebhookDrainer.ts")
   /** In trees before the rename the file is webhooks/Webhooks.ts and its service `Webhooks`. */
-  readonly WebhookSubscriptions: typeof import("../../src/webhooks/WebhookSubscriptions.ts")
+  readonly WebhookSubscriptions: typeof import("../../src/webhooks/subscriptions/WebhookSubscriptions.ts")
   readonly WebhookFanOut: typeof import("../../src/webhooks/WebhookFanOut.ts")
   /** `bothy worker`'s composition (src/bin/Worker.ts): what the real worker runs. */
   readonly Worker: typeof import("../../src/bin/Worker.ts")
@@ -125,8 +125,13 @@ const paths: Record<keyof Modules, readonly [string, ...Array<string>]> = {
   Permissions: ["authz/Permissions.ts", "Permissions.ts"],
   SecretBox: ["crypto/SecretBox.ts", "SecretBox.ts"],
   WebhookConfig: ["webhooks/WebhookConfig.ts", "WebhookConfig.ts"],
-  WebhookDrainer: ["webhooks/WebhookDrainer.ts", "WebhookDelivery.ts"],
-  WebhookSubscriptions: ["webhooks/WebhookSubscriptions.ts", "webhooks/Webhooks.ts", "Webhooks.ts"],
+  WebhookDrainer: ["webhooks/drain/WebhookDrainer.ts", "webhooks/WebhookDrainer.ts", "WebhookDelivery.ts"],
+  WebhookSubscriptions: [
+    "webhooks/subscriptions/WebhookSubscriptions.ts",
+    "webhooks/WebhookSubscriptions.ts",
+    "webhooks/Webhooks.ts",
+    "Webhooks.ts",
+  ],
   WebhookFanOut: ["webhooks/WebhookFanOut.ts", "WebhooksConsumer.ts"],
   Worker: ["bin/Worker.ts", "bin/Worker.ts"],
 }

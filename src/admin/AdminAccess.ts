@@ -9,7 +9,11 @@
 import { Effect } from "effect"
 import { Permissions, webhookDeliver } from "../authz/Permissions.ts"
 import { isStorable } from "../platform/StorableText.ts"
-import { type Subscription, SubscriptionNotFound, type WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
+import {
+  type Subscription,
+  SubscriptionNotFound,
+  type WebhookSubscriptions,
+} from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import type { Caller } from "./AdminAuth.ts"
 import { NotPermitted, OperatorOnly } from "./AdminErrors.ts"
 

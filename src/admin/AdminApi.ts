@@ -29,9 +29,13 @@ import { UnsafeWebhookTarget } from "../outbound/OutboundTarget.ts"
 import { firstIssue } from "../platform/FieldIssue.ts"
 import { InvalidPushRegistration } from "../push/PushRegistration.ts"
 import { RegistrationNotFound } from "../push/PushRegistrations.ts"
-import { ResendRefused } from "../webhooks/DeliveryResend.ts"
-import { DeliveryNotFound, deliveryStates } from "../webhooks/WebhookDeliveries.ts"
-import { InvalidSubscription, SeqNotInLog, SubscriptionNotFound } from "../webhooks/WebhookSubscriptions.ts"
+import { ResendRefused } from "../webhooks/subscriptions/DeliveryResend.ts"
+import { DeliveryNotFound, deliveryStates } from "../webhooks/subscriptions/WebhookDeliveries.ts"
+import {
+  InvalidSubscription,
+  SeqNotInLog,
+  SubscriptionNotFound,
+} from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import { AccessApi } from "./AccessApi.ts"
 import { AdminAuthorization } from "./AdminAuth.ts"
 import { InvalidRequest, NotPermitted, OperatorOnly, PushOff } from "./AdminErrors.ts"

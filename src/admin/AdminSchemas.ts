@@ -9,8 +9,8 @@
 import { Schema } from "effect"
 import { jobStates } from "../jobs/JobControl.ts"
 import { Uuid } from "../platform/Uuid.ts"
-import type { RetryNow } from "../webhooks/SubscriptionRetry.ts"
-import { deliveryStates } from "../webhooks/WebhookDeliveries.ts"
+import type { RetryNow } from "../webhooks/subscriptions/SubscriptionRetry.ts"
+import { deliveryStates } from "../webhooks/subscriptions/WebhookDeliveries.ts"
 
 /** An int8 as a decimal string. */
 const Int8 = Schema.BigInt.annotate({ description: "A 64-bit integer, as a decimal string" })

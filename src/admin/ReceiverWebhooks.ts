@@ -10,8 +10,8 @@
  */
 import { Duration, Schema } from "effect"
 import { defaultLimits } from "../outbound/OutboundSender.ts"
-import { Envelope } from "../webhooks/WebhookEnvelope.ts"
-import { rotationOverlap } from "../webhooks/WebhookSubscriptions.ts"
+import { Envelope } from "../webhooks/drain/WebhookEnvelope.ts"
+import { rotationOverlap } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 
 /** The name of the `webhooks` entry: every event goes out the same way. */
 export const name = "event"

@@ -8,8 +8,8 @@ import { Console, Effect, Layer, Schema } from "effect"
 import { Argument, Flag } from "effect/cli"
 import * as LogFormat from "../ops/LogFormat.ts"
 import * as Database from "../platform/Database.ts"
+import { WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
-import { WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 
 /**
  * The webhook settings as the worker reads them: the embedded development server keeps its sealing

@@ -2,9 +2,9 @@ import { Effect, Option, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as AdminSchemas from "../admin/AdminSchemas.ts"
 import * as StatusReport from "../ops/StatusReport.ts"
-import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
-import * as WebhookDeliveries from "../webhooks/WebhookDeliveries.ts"
-import { SubscriptionNotFound, WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
+import * as DeliveryResend from "../webhooks/subscriptions/DeliveryResend.ts"
+import * as WebhookDeliveries from "../webhooks/subscriptions/WebhookDeliveries.ts"
+import { SubscriptionNotFound, WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import { deliveryId, json, orDash, print, subscriptionId, withWebhooks } from "./AdminCommandRuntime.ts"
 
 const deliveryRows = (ds: ReadonlyArray<WebhookDeliveries.DeliveryRecord>) =>

@@ -2,7 +2,7 @@ import { Console, Effect, Option, Redacted, Schema } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as AdminSchemas from "../admin/AdminSchemas.ts"
 import * as StatusReport from "../ops/StatusReport.ts"
-import { type Subscription, WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
+import { type Subscription, WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import { json, print, subscriptionId, withWebhooks } from "./AdminCommandRuntime.ts"
 
 const subscriptionLines = (s: Subscription) =>

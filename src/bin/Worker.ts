@@ -25,12 +25,12 @@ import { PushConfig, type PushSettings } from "../push/PushConfig.ts"
 import * as PushDelivery from "../push/PushDelivery.ts"
 import * as PushFanOut from "../push/PushFanOut.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
-import * as DeliveryHistory from "../webhooks/DeliveryHistory.ts"
-import * as DeliveryResend from "../webhooks/DeliveryResend.ts"
+import * as WebhookDrainer from "../webhooks/drain/WebhookDrainer.ts"
+import * as DeliveryHistory from "../webhooks/subscriptions/DeliveryHistory.ts"
+import * as DeliveryResend from "../webhooks/subscriptions/DeliveryResend.ts"
+import { WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
-import * as WebhookDrainer from "../webhooks/WebhookDrainer.ts"
 import * as WebhookFanOut from "../webhooks/WebhookFanOut.ts"
-import { WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
 
 /**
  * Drain runs in flight per worker process by default (`webhook.max_in_flight`; each subscription

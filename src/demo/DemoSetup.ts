@@ -20,7 +20,7 @@ import * as EventLog from "../log/EventLog.ts"
 import * as Status from "../ops/Status.ts"
 import * as PushAudience from "../push/PushAudience.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
-import { WebhookSubscriptions } from "../webhooks/WebhookSubscriptions.ts"
+import { WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import type { DemoPushService } from "./DemoPushService.ts"
 import type * as DemoReceiver from "./DemoReceiver.ts"
 

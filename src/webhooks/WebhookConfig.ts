@@ -19,7 +19,7 @@ import {
   parseFlag,
   setting,
 } from "../platform/BothyConfig.ts"
-import * as WebhookSchedule from "./WebhookSchedule.ts"
+import * as WebhookSchedule from "./drain/WebhookSchedule.ts"
 
 export interface WebhookSettings {
   readonly secretKey: SecretBox.SecretKey

@@ -25,12 +25,12 @@ import * as Consumer from "../consumer/Consumer.ts"
 import type { FanOutJob, LostRange, RoundOf } from "../consumer/ConsumerRound.ts"
 import * as StatementRound from "../consumer/StatementRound.ts"
 import type { Event } from "../log/Event.ts"
-import { deliverKind, drainJob, maxAttempts, queue } from "./DrainJob.ts"
-import { heldCtes, lockedCte } from "./DrainSlot.ts"
-import { disableStartedBefore } from "./SubscriptionStates.ts"
+import { deliverKind, drainJob, maxAttempts, queue } from "./drain/DrainJob.ts"
+import { heldCtes, lockedCte } from "./drain/DrainSlot.ts"
+import { disableStartedBefore } from "./subscriptions/SubscriptionStates.ts"
 
 /** The channel of the round's nudges to live drainers. */
-export { drainChannel } from "./DrainSlot.ts"
+export { drainChannel } from "./drain/DrainSlot.ts"
 /** The drain job the round creates (kept here too: hosts and the benchmark name them from the round). */
 export { deliverKind, drainJob, maxAttempts, queue }
 

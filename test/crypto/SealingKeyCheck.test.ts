@@ -5,8 +5,8 @@ import { Deferred, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { SealingKeyMismatch, verify } from "../../src/crypto/SealingKeyCheck.ts"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
-import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
 const newKey = () => SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64")))

@@ -3,7 +3,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Redacted } from "effect"
 import { InvalidSecretKey, loadKey, open, parseKey, SecretBoxError, seal } from "../../src/crypto/SecretBox.ts"
 import { InvalidConfig } from "../../src/platform/BothyConfig.ts"
-import * as WebhookSecret from "../../src/webhooks/WebhookSecret.ts"
+import * as WebhookSecret from "../../src/webhooks/subscriptions/WebhookSecret.ts"
 
 const variable = "BOTHY_WEBHOOK_SECRET_KEY"
 const rawKey = () => randomBytes(32).toString("base64")

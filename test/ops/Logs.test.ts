@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
-import { WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"

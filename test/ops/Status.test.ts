@@ -1,7 +1,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as WebhookSubscriptions from "../../src/webhooks/WebhookSubscriptions.ts"
+import * as WebhookSubscriptions from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import { TestDatabase } from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"

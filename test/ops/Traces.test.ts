@@ -3,7 +3,7 @@ import { Effect, Layer, Option, Queue, Tracer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as TraceParent from "../../src/platform/TraceParent.ts"
-import * as WebhookDrainer from "../../src/webhooks/WebhookDrainer.ts"
+import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 

@@ -17,14 +17,14 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import { UnsafeWebhookTarget } from "../../src/outbound/OutboundTarget.ts"
 import { BothyConfig, defaults, InvalidConfig, load, type Settings } from "../../src/platform/BothyConfig.ts"
 import * as Database from "../../src/platform/Database.ts"
-import * as WebhookConfig from "../../src/webhooks/WebhookConfig.ts"
 import {
   InvalidSubscription,
   maxEventTypes,
   maxScope,
   type NewSubscription,
   WebhookSubscriptions,
-} from "../../src/webhooks/WebhookSubscriptions.ts"
+} from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
+import * as WebhookConfig from "../../src/webhooks/WebhookConfig.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 const Live = TestWebhooks.layer()

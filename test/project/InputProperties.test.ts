@@ -14,7 +14,7 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import { checkAddress } from "../../src/outbound/AddressCheck.ts"
 import * as IpRange from "../../src/outbound/IpRange.ts"
 import { durationBounds, parseDurationOrZero, parseDurationWithin } from "../../src/platform/BothyConfig.ts"
-import { type NewSubscription, WebhookSubscriptions } from "../../src/webhooks/WebhookSubscriptions.ts"
+import { type NewSubscription, WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 const Live = TestWebhooks.layer()

@@ -21,11 +21,11 @@ import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushConfig from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushSchedule from "../../src/push/PushSchedule.ts"
-import * as Drain from "../../src/webhooks/Drain.ts"
-import type { PendingDelivery } from "../../src/webhooks/PendingDeliveries.ts"
-import * as PendingDeliveries from "../../src/webhooks/PendingDeliveries.ts"
+import * as Drain from "../../src/webhooks/drain/Drain.ts"
+import type { PendingDelivery } from "../../src/webhooks/drain/PendingDeliveries.ts"
+import * as PendingDeliveries from "../../src/webhooks/drain/PendingDeliveries.ts"
+import * as WebhookNumbering from "../../src/webhooks/drain/WebhookNumbering.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import * as WebhookNumbering from "../../src/webhooks/WebhookNumbering.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
 const folder = join(import.meta.dirname, "..", "..", "docs", "sql")
@@ -124,7 +124,8 @@ const statements = Effect.gen(function* () {
       name: "webhook-drain-record-and-read",
       title:
         "The drainer's record-and-read: put one 2xx attempt on record, read the next pending deliveries with the default rights, number them.",
-      source: "src/webhooks/PendingDeliveries.ts (recordAndReadStatement) with src/webhooks/WebhookNumbering.ts",
+      source:
+        "src/webhooks/drain/PendingDeliveries.ts (recordAndReadStatement) with src/webhooks/drain/WebhookNumbering.ts",
       statement: PendingDeliveries.recordAndReadStatement(
         drain,
         { subscriptionId: subscription, job: 7n, attempt: 1, after: 40n, limit: 4, window: PendingDeliveries.anyTime },
@@ -135,7 +136,7 @@ const statements = Effect.gen(function* () {
     {
       name: "webhook-numbering",
       title: "Numbering deliveries whose rights were asked after the read (a host's own Permissions).",
-      source: "src/webhooks/WebhookNumbering.ts (numberStatement)",
+      source: "src/webhooks/drain/WebhookNumbering.ts (numberStatement)",
       statement: WebhookNumbering.numberStatement(
         sql,
         subscription,

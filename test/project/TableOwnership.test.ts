@@ -30,7 +30,7 @@ const allowed: ReadonlyArray<Allowed> = [
     reason: "a database sealed before the check takes the key of one stored secret; crypto cannot import webhooks",
   },
   {
-    file: "src/webhooks/SubscriptionResume.ts",
+    file: "src/webhooks/subscriptions/SubscriptionResume.ts",
     table: "event_log",
     reason: "an operator's re-enable reads the missed seqs with no time bound: the first one's time is unknown",
   },

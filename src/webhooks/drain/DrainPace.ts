@@ -21,7 +21,7 @@
  */
 import { Clock, Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import * as JobKind from "../jobs/JobKind.ts"
+import * as JobKind from "../../jobs/JobKind.ts"
 import type { Drain } from "./Drain.ts"
 import { flush, type Run } from "./DrainRun.ts"
 

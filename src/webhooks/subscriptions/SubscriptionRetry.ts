@@ -9,7 +9,7 @@
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as JobControl from "../jobs/JobControl.ts"
+import * as JobControl from "../../jobs/JobControl.ts"
 
 /** What a retry did: the drainer made runnable (and the state it was in), or why not. */
 export type RetryNow =

@@ -70,7 +70,8 @@
  * removed space never blocks the queue behind it.
  */
 import { Cause, Duration, Effect, Option } from "effect"
-import * as JobKind from "../jobs/JobKind.ts"
+import * as JobKind from "../../jobs/JobKind.ts"
+import * as WebhookMetrics from "../WebhookMetrics.ts"
 import * as DeliveriesInDoubt from "./DeliveriesInDoubt.ts"
 import * as Drain from "./Drain.ts"
 import { DrainArgs, deliverKind } from "./DrainJob.ts"
@@ -79,7 +80,6 @@ import { flush, makeRun } from "./DrainRun.ts"
 import * as DrainSlot from "./DrainSlot.ts"
 import { loop } from "./DrainStep.ts"
 import * as WebhookInFlight from "./WebhookInFlight.ts"
-import * as WebhookMetrics from "./WebhookMetrics.ts"
 
 export type { DrainOptions } from "./Drain.ts"
 

@@ -8,7 +8,7 @@
  */
 import { Effect, Metric } from "effect"
 import { SqlClient } from "effect/sql"
-import * as WebhookMetrics from "./WebhookMetrics.ts"
+import * as WebhookMetrics from "../WebhookMetrics.ts"
 
 export type DisabledCause = (typeof WebhookMetrics.disabledCauses)[number]
 

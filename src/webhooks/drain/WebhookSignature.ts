@@ -14,7 +14,7 @@
 import { createHmac } from "node:crypto"
 import type { Array as Arr, Redacted } from "effect"
 import { Effect, Schema } from "effect"
-import * as WebhookSecret from "./WebhookSecret.ts"
+import * as WebhookSecret from "../subscriptions/WebhookSecret.ts"
 
 /** What a receiver needs to verify one delivery attempt, as header name to value. */
 export interface WebhookHeaders {

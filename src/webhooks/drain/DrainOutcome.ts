@@ -5,6 +5,8 @@
  * retry delay, so nothing after the failed delivery is sent meanwhile.
  */
 import { Duration, Effect, Metric } from "effect"
+import { disable } from "../subscriptions/SubscriptionStates.ts"
+import * as WebhookMetrics from "../WebhookMetrics.ts"
 import { type Drain, withSql } from "./Drain.ts"
 import { giveBackNumbers, type Run } from "./DrainRun.ts"
 import {
@@ -15,8 +17,6 @@ import {
   type Sent,
   suppress,
 } from "./PendingDeliveries.ts"
-import { disable } from "./SubscriptionStates.ts"
-import * as WebhookMetrics from "./WebhookMetrics.ts"
 import * as WebhookSchedule from "./WebhookSchedule.ts"
 
 /**

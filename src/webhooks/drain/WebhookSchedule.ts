@@ -14,7 +14,7 @@
  * a gap; the start check enforces that.
  */
 import { Duration } from "effect"
-import * as RetryAfter from "../outbound/RetryAfter.ts"
+import * as RetryAfter from "../../outbound/RetryAfter.ts"
 
 export const steps: ReadonlyArray<Duration.Duration> = [
   Duration.seconds(5),

@@ -6,9 +6,9 @@
  */
 import { Duration, Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
-import { Permissions, type PermissionsShape, webhookDeliver } from "../authz/Permissions.ts"
-import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
-import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "./WebhookConfig.ts"
+import { Permissions, type PermissionsShape, webhookDeliver } from "../../authz/Permissions.ts"
+import * as ThrottledWarnings from "../../platform/ThrottledWarnings.ts"
+import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../WebhookConfig.ts"
 
 export interface DrainOptions {
   /** Deliveries one run handles before it snoozes 0 to let other jobs run. Default 500. */

@@ -5,7 +5,7 @@
  * imports the other.
  */
 import { Schema } from "effect"
-import { Uuid } from "../platform/Uuid.ts"
+import { Uuid } from "../../platform/Uuid.ts"
 
 export const deliverKind = "webhook.deliver"
 export const queue = "webhooks"

@@ -13,12 +13,12 @@
  */
 import { Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"
-import * as Jobs from "../jobs/Jobs.ts"
-import { eventAt } from "../log/EventLog.ts"
-import type * as OutboundSender from "../outbound/OutboundSender.ts"
-import { column } from "../platform/SqlArrays.ts"
+import * as Jobs from "../../jobs/Jobs.ts"
+import { eventAt } from "../../log/EventLog.ts"
+import type * as OutboundSender from "../../outbound/OutboundSender.ts"
+import { column } from "../../platform/SqlArrays.ts"
+import * as WebhookMetrics from "../WebhookMetrics.ts"
 import type { Drain } from "./Drain.ts"
-import * as WebhookMetrics from "./WebhookMetrics.ts"
 import * as WebhookNumbering from "./WebhookNumbering.ts"
 import { type FailingClock, noFailures } from "./WebhookSchedule.ts"
 

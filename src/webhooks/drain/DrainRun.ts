@@ -10,9 +10,9 @@
  * given back (see WebhookNumbering.ts).
  */
 import { Clock, Effect, type Redacted } from "effect"
-import { webhookDeliver } from "../authz/Permissions.ts"
-import * as ReadWindow from "../consumer/ReadWindow.ts"
-import * as OutboundSender from "../outbound/OutboundSender.ts"
+import { webhookDeliver } from "../../authz/Permissions.ts"
+import * as ReadWindow from "../../consumer/ReadWindow.ts"
+import * as OutboundSender from "../../outbound/OutboundSender.ts"
 import { type Drain, nextSize, withSql } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
 import {

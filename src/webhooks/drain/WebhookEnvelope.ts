@@ -9,13 +9,13 @@
  * overlap ends; secrets stay `Redacted` and are opened once per run. Nothing goes on record here.
  */
 import { Clock, Effect, Option, Schema, type Tracer } from "effect"
-import * as SecretBox from "../crypto/SecretBox.ts"
-import * as OutboundSender from "../outbound/OutboundSender.ts"
-import * as TraceParent from "../platform/TraceParent.ts"
+import * as SecretBox from "../../crypto/SecretBox.ts"
+import * as OutboundSender from "../../outbound/OutboundSender.ts"
+import * as TraceParent from "../../platform/TraceParent.ts"
+import * as SubscriptionOptions from "../subscriptions/SubscriptionOptions.ts"
 import type { Drain } from "./Drain.ts"
 import type { Run } from "./DrainRun.ts"
 import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
-import * as SubscriptionOptions from "./SubscriptionOptions.ts"
 import * as WebhookSignature from "./WebhookSignature.ts"
 
 /**

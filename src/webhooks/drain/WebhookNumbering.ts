@@ -44,7 +44,7 @@
 import { randomUUID } from "node:crypto"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { column } from "../platform/SqlArrays.ts"
+import { column } from "../../platform/SqlArrays.ts"
 
 /** A token no other statement uses: what `numbered_by` becomes when a statement's numbers hold. */
 export const newToken = (): string => randomUUID()

@@ -5,7 +5,7 @@
  * no news between a read and a wait is lost; a run starts with news, so its first read never waits.
  */
 import { type Duration, Effect, type Scope } from "effect"
-import { NotificationStream } from "../platform/NotificationStream.ts"
+import { NotificationStream } from "../../platform/NotificationStream.ts"
 import { drainChannel } from "./DrainSlot.ts"
 
 export interface News {

@@ -6,7 +6,8 @@
  * keeping the slot). The decisions are pure functions of the state, beside it.
  */
 import { Clock, Duration, Effect, Metric } from "effect"
-import * as JobKind from "../jobs/JobKind.ts"
+import * as JobKind from "../../jobs/JobKind.ts"
+import * as WebhookMetrics from "../WebhookMetrics.ts"
 import type { Drain } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
 import { failed, recovered, settle } from "./DrainOutcome.ts"
@@ -15,7 +16,6 @@ import { type Checked, flush, giveBackNumbers, type Run, readNext, recordAnswere
 import * as DrainSlot from "./DrainSlot.ts"
 import { attemptsBy, type PendingDelivery, type Sent, suppress } from "./PendingDeliveries.ts"
 import { send } from "./WebhookEnvelope.ts"
-import * as WebhookMetrics from "./WebhookMetrics.ts"
 import { type FailingClock, noFailures } from "./WebhookSchedule.ts"
 
 export type Step = "next" | "done"

@@ -33,7 +33,7 @@
  */
 import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
-import * as Jobs from "../jobs/Jobs.ts"
+import * as Jobs from "../../jobs/Jobs.ts"
 
 /** The channel on which a round tells the live drainers of its subscriptions that it added deliveries. */
 export const drainChannel = "webhook_drains"

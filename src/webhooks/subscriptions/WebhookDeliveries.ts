@@ -9,7 +9,7 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { eventAt } from "../log/EventLog.ts"
+import { eventAt } from "../../log/EventLog.ts"
 
 export const deliveryStates = ["pending", "delivered", "dead"] as const
 export type DeliveryState = (typeof deliveryStates)[number]

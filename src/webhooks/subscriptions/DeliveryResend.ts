@@ -23,16 +23,16 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
-import * as ConsumerCursors from "../consumer/ConsumerCursors.ts"
-import * as JobControl from "../jobs/JobControl.ts"
-import * as JobKind from "../jobs/JobKind.ts"
-import * as Jobs from "../jobs/Jobs.ts"
-import { headSeq, holdsEvent } from "../log/EventLog.ts"
-import { Uuid } from "../platform/Uuid.ts"
-import { maxAttempts, queue } from "./DrainJob.ts"
+import * as ConsumerCursors from "../../consumer/ConsumerCursors.ts"
+import * as JobControl from "../../jobs/JobControl.ts"
+import * as JobKind from "../../jobs/JobKind.ts"
+import * as Jobs from "../../jobs/Jobs.ts"
+import { headSeq, holdsEvent } from "../../log/EventLog.ts"
+import { Uuid } from "../../platform/Uuid.ts"
+import { maxAttempts, queue } from "../drain/DrainJob.ts"
+import { currentEpoch } from "../WebhookEpoch.ts"
+import * as WebhookFanOut from "../WebhookFanOut.ts"
 import { ensureDrainer } from "./SubscriptionResume.ts"
-import { currentEpoch } from "./WebhookEpoch.ts"
-import * as WebhookFanOut from "./WebhookFanOut.ts"
 
 /** The consumer whose cursor a re-send falls between rounds of (`WebhookFanOut.name`). */
 const consumer = WebhookFanOut.name

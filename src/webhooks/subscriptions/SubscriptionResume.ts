@@ -22,13 +22,13 @@
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import * as ConsumerCursors from "../consumer/ConsumerCursors.ts"
-import * as Jobs from "../jobs/Jobs.ts"
-import * as EventLog from "../log/EventLog.ts"
-import { deliverKind, maxAttempts, queue } from "./DrainJob.ts"
-import { heldCtes, lockedCte } from "./DrainSlot.ts"
-import { currentEpoch } from "./WebhookEpoch.ts"
-import * as WebhookFanOut from "./WebhookFanOut.ts"
+import * as ConsumerCursors from "../../consumer/ConsumerCursors.ts"
+import * as Jobs from "../../jobs/Jobs.ts"
+import * as EventLog from "../../log/EventLog.ts"
+import { deliverKind, maxAttempts, queue } from "../drain/DrainJob.ts"
+import { heldCtes, lockedCte } from "../drain/DrainSlot.ts"
+import { currentEpoch } from "../WebhookEpoch.ts"
+import * as WebhookFanOut from "../WebhookFanOut.ts"
 
 /** The consumer whose cursor decides which events a re-enabling covers (`WebhookFanOut.name`). */
 const consumer = WebhookFanOut.name

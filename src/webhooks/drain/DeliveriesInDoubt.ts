@@ -13,7 +13,7 @@
  */
 import { Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"
-import * as WebhookMetrics from "./WebhookMetrics.ts"
+import * as WebhookMetrics from "../WebhookMetrics.ts"
 
 /** What a delivery in doubt's attempt records as its error class. */
 export const outcomeUnknown = "outcome_unknown"
