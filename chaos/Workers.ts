@@ -26,9 +26,11 @@ interface Slot {
 /**
  * A failed start the faults account for: its database connection refused (PostgreSQL restarting)
  * or cut (`pg_terminate_backend` during the migrations). Any other is a defect of the start.
+ * `@effect/sql-pg` 4.1 words a connection the server closed while it was being opened "Failed to
+ * connect" / "Connection closed during startup".
  */
 export const faultExplains = (lastLines: string) =>
-  /cannot connect to|terminating connection|Connection terminated|the database system is (starting up|shutting down|not yet accepting)|ECONNRESET|ECONNREFUSED/.test(
+  /cannot connect to|terminating connection|Connection terminated|Failed to connect|Connection closed (during startup|unexpectedly)|the database system is (starting up|shutting down|not yet accepting)|ECONNRESET|ECONNREFUSED/.test(
     lastLines,
   )
 
