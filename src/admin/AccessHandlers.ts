@@ -6,7 +6,6 @@
 import { Effect, Option } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { SqlClient } from "effect/sql"
-import type { SqlError } from "effect/sql/SqlError"
 import * as PermissionGrants from "../authz/PermissionGrants.ts"
 import { Permissions } from "../authz/Permissions.ts"
 import * as PushAudience from "../push/PushAudience.ts"
@@ -14,12 +13,8 @@ import { ModelReplaced } from "./AccessApi.ts"
 import * as AdminAccess from "./AdminAccess.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CurrentCaller } from "./AdminAuth.ts"
-import { InvalidRequest } from "./AdminErrors.ts"
+import { InvalidRequest, unexpected } from "./AdminErrors.ts"
 import { defaultLimit } from "./AdminSchemas.ts"
-
-/** The database's failures no client can act on become defects (a 500); the refusals stay errors. */
-const sqlDies = <A, E, R>(effect: Effect.Effect<A, E | SqlError, R>) =>
-  Effect.catchTag(effect, "SqlError", (e) => Effect.die(e)) as Effect.Effect<A, Exclude<E, SqlError>, R>
 
 export const access = HttpApiBuilder.group(AdminApi, "access", (handlers) =>
   Effect.gen(function* () {
@@ -50,29 +45,29 @@ export const access = HttpApiBuilder.group(AdminApi, "access", (handlers) =>
     return handlers
       .handle("grants", ({ query }) =>
         grants(Effect.map(PermissionGrants.list(query, query.limit ?? defaultLimit), (items) => ({ items }))).pipe(
-          sqlDies,
+          unexpected,
         ),
       )
       .handle("grant", ({ payload }) =>
         grants(Effect.as(PermissionGrants.grant(payload.principal, payload.action, payload.space), payload)).pipe(
-          sqlDies,
+          unexpected,
         ),
       )
       .handle("revoke", ({ query }) =>
-        grants(PermissionGrants.revoke(query.principal, query.action, query.space)).pipe(sqlDies),
+        grants(PermissionGrants.revoke(query.principal, query.action, query.space)).pipe(unexpected),
       )
       .handle("members", ({ query }) =>
         members(Effect.map(PushAudience.members(query, query.limit ?? defaultLimit), (items) => ({ items }))).pipe(
-          sqlDies,
+          unexpected,
         ),
       )
       .handle("join", ({ payload }) =>
-        members(Effect.as(PushAudience.join(payload.space, payload.principal), payload)).pipe(sqlDies),
+        members(Effect.as(PushAudience.join(payload.space, payload.principal), payload)).pipe(unexpected),
       )
-      .handle("leave", ({ query }) => members(PushAudience.leave(query.space, query.principal)).pipe(sqlDies))
+      .handle("leave", ({ query }) => members(PushAudience.leave(query.space, query.principal)).pipe(unexpected))
       .handle("mutes", ({ query }) =>
         members(Effect.map(PushAudience.mutes(query, query.limit ?? defaultLimit), (items) => ({ items }))).pipe(
-          sqlDies,
+          unexpected,
         ),
       )
       .handle("mute", ({ payload }) =>
@@ -89,10 +84,10 @@ export const access = HttpApiBuilder.group(AdminApi, "access", (handlers) =>
             ),
           )
           return { principal: payload.principal, space: space ?? null, type: type ?? null }
-        }).pipe(sqlDies),
+        }).pipe(unexpected),
       )
       .handle("unmute", ({ query }) =>
-        members(PushAudience.unmute(query.principal, { space: query.space, type: query.type })).pipe(sqlDies),
+        members(PushAudience.unmute(query.principal, { space: query.space, type: query.type })).pipe(unexpected),
       )
   }),
 )

@@ -8,7 +8,7 @@
  * A principal asking for another's subscription or registration gets that resource's not-found
  * error (404), never a 403: whether it exists is not theirs to learn.
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 
 /** A request that does not decode: `field` is its path (`payload.url`, `query.limit`). */
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()(
@@ -84,3 +84,12 @@ export class InternalError extends Schema.TaggedError<InternalError>()(
     return `internal error (request ${this.requestId}): ${this.detail}`
   }
 }
+
+/** Failures no client can act on (the database, the permission store) become defects. */
+export const unexpected = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
+  effect.pipe(
+    Effect.catchTags({
+      SqlError: (e: unknown) => Effect.die(e),
+      PermissionsUnavailable: (e: unknown) => Effect.die(e),
+    } as never),
+  ) as Effect.Effect<A, Exclude<E, { readonly _tag: "SqlError" | "PermissionsUnavailable" }>, R>

@@ -19,17 +19,8 @@ import { access } from "./AccessHandlers.ts"
 import * as AdminAccess from "./AdminAccess.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CurrentCaller } from "./AdminAuth.ts"
-import { InvalidRequest, PushOff } from "./AdminErrors.ts"
+import { InvalidRequest, PushOff, unexpected } from "./AdminErrors.ts"
 import { defaultLimit, retried } from "./AdminSchemas.ts"
-
-/** Failures no client can act on (the database, the permission store) become defects. */
-const unexpected = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
-  effect.pipe(
-    Effect.catchTags({
-      SqlError: (e: unknown) => Effect.die(e),
-      PermissionsUnavailable: (e: unknown) => Effect.die(e),
-    } as never),
-  ) as Effect.Effect<A, Exclude<E, { readonly _tag: "SqlError" | "PermissionsUnavailable" }>, R>
 
 const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers) =>
   Effect.gen(function* () {

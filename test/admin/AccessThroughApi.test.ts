@@ -15,19 +15,11 @@ import { PushConfig } from "../../src/push/PushConfig.ts"
 import * as PushService from "../../testkit/PushService.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
+import { environmentLines } from "../support/PushKeys.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-
-/** `KEY=value` lines of `bothy push keys`, as a record. */
-const environmentLines = (text: string) =>
-  Object.fromEntries(
-    text
-      .split("\n")
-      .filter((l) => /^[A-Z_]+=/.test(l))
-      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
-  )
 
 const token = "access-admin-token-0123456789"
 

@@ -9,34 +9,13 @@ import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, layer } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Effect } from "effect"
 import { migrationsTable } from "../../src/platform/Migrations.ts"
-import { PushConfig } from "../../src/push/PushConfig.ts"
-import * as PushVapid from "../../src/push/PushVapid.ts"
-import * as PushService from "../../testkit/PushService.ts"
 import * as PrometheusText from "../support/PrometheusText.ts"
-import * as TestPush from "../support/TestPush.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WorkerProcess from "../support/WorkerProcess.ts"
+import * as PushWorker from "../support/PushWorker.ts"
+import { RunningWorker } from "../support/PushWorker.ts"
 
-const key = WorkerProcess.rawKey()
-const vapid = PushVapid.generate()
-
-class RunningWorker extends Context.Service<RunningWorker, WorkerProcess.Worker>()("test/RunningWorker") {}
-
-/** A freshly started worker with push on (so that push's metrics are built), on the file's database. */
-const Live = Layer.effect(
-  RunningWorker,
-  WorkerProcess.start(key, {
-    BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.publicKey,
-    BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.privateKey,
-    BOTHY_PUSH_SUBJECT: TestPush.subject,
-    BOTHY_PUSH_HOSTS: "*",
-  }),
-).pipe(
-  Layer.provideMerge(Layer.effectDiscard(PushService.start({ applicationServerKey: vapid.publicKey }))),
-  Layer.provideMerge(Layer.mergeAll(TestWebhooks.layer({ secretKey: key }), PushConfig.layerWith(TestPush.settings()))),
-)
+const Live = PushWorker.layer()
 
 const root = fileURLToPath(new URL("../../", import.meta.url))
 

@@ -1,42 +1,18 @@
 import { readdirSync, readFileSync } from "node:fs"
 import { assert, layer } from "@effect/vitest"
-import { Context, Effect, Layer, Queue } from "effect"
+import { Effect, Queue } from "effect"
 import { SqlClient } from "effect/sql"
-import { PushConfig } from "../../src/push/PushConfig.ts"
-import * as PushVapid from "../../src/push/PushVapid.ts"
-import * as PushService from "../../testkit/PushService.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as Eventually from "../support/Eventually.ts"
 import * as PrometheusText from "../support/PrometheusText.ts"
 import * as Promtool from "../support/Promtool.ts"
+import * as PushWorker from "../support/PushWorker.ts"
+import { LocalPushService, RunningWorker } from "../support/PushWorker.ts"
 import * as TestConsumer from "../support/TestConsumer.ts"
-import * as TestPush from "../support/TestPush.ts"
 import { member } from "../support/TestPushWorker.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WorkerProcess from "../support/WorkerProcess.ts"
 
-const key = WorkerProcess.rawKey()
-const vapid = PushVapid.generate()
-
-class RunningWorker extends Context.Service<RunningWorker, WorkerProcess.Worker>()("test/RunningWorker") {}
-class LocalPushService extends Context.Service<LocalPushService, PushService.PushService>()("test/LocalPushService") {}
-
-/**
- * One worker process for the file, on the file's database, sharing the test's sealing key, with
- * push on (a VAPID pair, a local push service), so that push's metrics are exported too.
- */
-const Live = Layer.effect(
-  RunningWorker,
-  WorkerProcess.start(key, {
-    BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.publicKey,
-    BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.privateKey,
-    BOTHY_PUSH_SUBJECT: TestPush.subject,
-    BOTHY_PUSH_HOSTS: "*",
-  }),
-).pipe(
-  Layer.provideMerge(Layer.effect(LocalPushService, PushService.start({ applicationServerKey: vapid.publicKey }))),
-  Layer.provideMerge(Layer.mergeAll(TestWebhooks.layer({ secretKey: key }), PushConfig.layerWith(TestPush.settings()))),
-)
+const Live = PushWorker.layer()
 
 const scrape = Effect.flatMap(RunningWorker, (w) => w.scrape)
 const exposition = Effect.map(scrape, (s) => PrometheusText.parse(s.body))

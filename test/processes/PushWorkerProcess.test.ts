@@ -12,20 +12,12 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
 import * as PushService from "../../testkit/PushService.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
+import { environmentLines } from "../support/PushKeys.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestPush from "../support/TestPush.ts"
 import { member } from "../support/TestPushWorker.ts"
 
 const freshDatabase = Effect.map(TestDatabase.cloneForProcesses("push"), (db) => db.url)
-
-/** `KEY=value` lines of `bothy push keys`, as a record. */
-const environmentLines = (text: string) =>
-  Object.fromEntries(
-    text
-      .split("\n")
-      .filter((l) => /^[A-Z_]+=/.test(l))
-      .map((l) => [l.slice(0, l.indexOf("=")), l.slice(l.indexOf("=") + 1)]),
-  )
 
 describe("bothy worker with push", () => {
   it.live(
