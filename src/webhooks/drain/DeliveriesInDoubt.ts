@@ -7,9 +7,11 @@
  * before anything else happens to it, so whatever follows (sent again under the same id and number,
  * or dead because the right was revoked meanwhile) never reads as "never sent".
  *
- * A run's unrecorded requests are the first pending deliveries in seq order (the record only ever
- * misses a suffix of what was sent, and the numbers not given back are the last read's), so the
- * look-up reads no further than a few reads' worth of them.
+ * A run that stopped unrecorded is followed by a later attempt of the same job (its rescue, or its
+ * release when its worker lost its backend; an attempt number only grows), so only runs past a
+ * job's first attempt look (`WebhookDrainer`). A run's unrecorded requests are the first pending
+ * deliveries in seq order (the record only ever misses a suffix of what was sent, and the numbers
+ * not given back are the last read's), so the look-up reads no further than a few reads' worth.
  */
 import { Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"

@@ -101,7 +101,9 @@ export const makeWith = (options: Drain.DrainOptions = {}) =>
       if (owner === undefined) return
       if (!(yield* inFlight.enter(owner))) return yield* new JobKind.JobSnooze({ delay: WebhookInFlight.snooze() })
       yield* Effect.addFinalizer(() => inFlight.leave(owner))
-      yield* DeliveriesInDoubt.record(drain.sql, subscriptionId, 4 * drain.maxReadAhead)
+      // Only a job's later runs can follow one that stopped unrecorded (a rescue, a release): its
+      // first run skips the look-up, so a caught-up subscription's one-delivery runs pay nothing.
+      if (job.attempt > 1) yield* DeliveriesInDoubt.record(drain.sql, subscriptionId, 4 * drain.maxReadAhead)
       const state = yield* makeRun(drain, subscriptionId, job.id, job.attempt)
       const news = yield* listen(subscriptionId)
       // Whatever ends the run (a failed statement, a shutdown interrupting a request), the 2xx
