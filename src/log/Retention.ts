@@ -2,7 +2,7 @@
  * Retention of the event log, by time: keeps day partitions created ahead, and detaches, then
  * drops, every day partition older than `sync.event_retention`. Rows are never DELETEd, and
  * retention never waits for a cursor: a consumer that stood still longer loses the events, and its
- * round reports the lost range (design section 5, invariant 8).
+ * round reports the lost range (docs/retention.md).
  *
  * Each run, timed by `Clock` (`now`):
  *

@@ -170,7 +170,7 @@ layer(Live, { excludeTestServices: true })("JobWorker", (it) => {
   )
 
   it.effect(
-    "JobsRetryDelayCountsFailuresNotSnoozes: a job that snoozed eight times and then fails is retried after the first step of its backoff, not the ninth (a busy webhook drainer snoozes at every run bound: one failure must not park it for an hour; found by the chaos run, issue 18)",
+    "JobsRetryDelayCountsFailuresNotSnoozes: a job that snoozed eight times and then fails is retried after the first step of its backoff, not the ninth (a busy webhook drainer snoozes at every run bound: one failure must not park it for an hour; found by the chaos run)",
     () =>
       Effect.gen(function* () {
         yield* TestClock.setTime(Date.now())
