@@ -4,12 +4,14 @@
  * move and the same outcome as `ConsumerRound`. The consumer gives only its fan-out, as CTEs; the
  * framework writes the rest:
  *
- *   c         lock the cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> no row: Locked
+ *   cursor    lock the cursor row (FOR UPDATE SKIP LOCKED) ── held elsewhere ──> no row: Locked
  *   read      the batch after last_seq, plus one event (is more waiting, and since when); its
  *             time between the cursor's last_at and the head's, and within the `ReadWindow`
  *             given as parameters; from the window's day partitions, named, when it covers at
  *             most two days (see `source`)
- *   pos, go   the head; go = the batch follows the cursor without a hole, nothing is missing up
+ *   bounds    where the batch starts (the cursor) and ends, its size, whether more is waiting,
+ *             and the head
+ *   go        the batch follows the cursor without a hole, nothing is missing up
  *             to the head, and the cursor row locked is the one the statement's snapshot sees
  *   ev        the batch when go, else empty
  *   ...       the fan-out's CTEs, ending in `wanted`
@@ -131,19 +133,19 @@ export const statement = (
   const { name, batchSize, fanOut } = options
   const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
   return sql<Row>`
-      WITH c AS MATERIALIZED (
+      WITH cursor AS MATERIALIZED (
         SELECT last_seq, last_at, xmin AS version FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
       ), read AS MATERIALIZED (
         SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
                row_number() OVER (ORDER BY e.seq) AS n
-        FROM c CROSS JOIN LATERAL (
+        FROM cursor AS c CROSS JOIN LATERAL (
           SELECT ${sql.literal(columns)} FROM ${source(sql, bounds)} AS l
           WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= ${EventLog.headAt(sql)}
             AND occurred_at >= coalesce(${bounds?.since ?? null}::timestamptz, '-infinity')
             AND occurred_at <= coalesce(${bounds?.until ?? null}::timestamptz, 'infinity')
           ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
-      ), pos AS MATERIALIZED (
+      ), bounds AS MATERIALIZED (
         SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
                -- A row locked in a newer version than the snapshot's was changed after the
                -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
@@ -154,9 +156,9 @@ export const statement = (
                (SELECT max(occurred_at) FROM read WHERE n <= ${batchSize}) AS to_at,
                (SELECT count(*) FROM read) > ${batchSize} AS is_full,
                (SELECT occurred_at FROM read WHERE n = ${batchSize + 1}) AS next_occurred_at
-        FROM c CROSS JOIN ${EventLog.head(sql)} AS h
+        FROM cursor AS c CROSS JOIN ${EventLog.head(sql)} AS h
       ), go AS MATERIALIZED (
-        SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM pos
+        SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM bounds
       ), ev AS (
         SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
       ), ${fanOut.ctes(sql)}, ${Jobs.insertCtes(
@@ -168,22 +170,22 @@ export const statement = (
         )`,
       )}, moved AS (
         UPDATE event_consumer_cursors
-        SET last_seq = (SELECT to_seq FROM pos), last_at = greatest(last_at, (SELECT to_at FROM pos)),
+        SET last_seq = (SELECT to_seq FROM bounds), last_at = greatest(last_at, (SELECT to_at FROM bounds)),
             updated_at = clock_timestamp()
         WHERE name = ${name} AND (SELECT ok FROM go)
       ), unflushed AS MATERIALIZED (
         SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
       )
-      SELECT p.after, p.head, p.head_epoch AS "headEpoch", p.events, p.to_seq AS "toSeq", p.is_full AS full,
-             p.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
-             ${ReadWindow.cursorAtSql(sql, "CASE WHEN g.ok THEN greatest(p.after_at, p.to_at) ELSE p.after_at END")} AS "cursorAt",
+      SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.events, b.to_seq AS "toSeq", b.is_full AS full,
+             b.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
+             ${ReadWindow.cursorAtSql(sql, "CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END")} AS "cursorAt",
              clock_timestamp() AS "dbNow",
              (SELECT array_agg(t.trace_parent) FROM (
                 SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT ${TraceParent.maxLinks}
               ) AS t) AS "traceParents",
              ${Jobs.insertCounts(sql)},
              ${sql.join(" + ", false)(["unflushed", ...(fanOut.sideEffects ?? [])].map(read))} AS side_effects
-      FROM pos AS p CROSS JOIN go AS g`
+      FROM bounds AS b CROSS JOIN go AS g`
 }
 
 /**

@@ -8,7 +8,8 @@ import { Duration, Effect, Metric } from "effect"
 import { disable } from "../subscriptions/SubscriptionStates.ts"
 import * as WebhookMetrics from "../WebhookMetrics.ts"
 import { type Drain, withSql } from "./Drain.ts"
-import { giveBackNumbers, type Run } from "./DrainRun.ts"
+import { giveBackNumbers } from "./DrainRun.ts"
+import type { Run } from "./DrainRunState.ts"
 import {
   attemptsBy,
   endLeftovers,

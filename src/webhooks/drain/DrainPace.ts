@@ -23,7 +23,9 @@ import { Clock, Duration, Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import * as JobKind from "../../jobs/JobKind.ts"
 import type { Drain } from "./Drain.ts"
-import { flush, type Run } from "./DrainRun.ts"
+import { flush } from "./DrainRun.ts"
+import type { Run } from "./DrainRunState.ts"
+import * as RunState from "./DrainRunState.ts"
 
 /** Waits longer than this snooze the job instead (keeping the slot). */
 export const sleepAtMost = Duration.seconds(1)
@@ -75,12 +77,10 @@ const pause = (drain: Drain, subscriptionId: string, wait: Duration.Duration) =>
  */
 export const waitTurn = (drain: Drain, run: Run, rateLimit: number) =>
   Effect.gen(function* () {
-    if (!run.lastRequestKnown) {
-      run.lastRequestAt = yield* lastRequestAt(drain.sql, run.subscriptionId)
-      run.lastRequestKnown = true
-    }
-    if (run.lastRequestAt === undefined) return
-    const wait = run.lastRequestAt + intervalMillis(rateLimit) - (yield* Clock.currentTimeMillis)
+    if (!run.lastRequestKnown) RunState.lastRequestFound(run, yield* lastRequestAt(drain.sql, run.subscriptionId))
+    const last = run.lastRequestAt
+    if (last === undefined) return
+    const wait = last + intervalMillis(rateLimit) - (yield* Clock.currentTimeMillis)
     if (wait <= 0) return
     if (wait > Duration.toMillis(sleepAtMost)) {
       yield* flush(drain, run)
@@ -90,8 +90,5 @@ export const waitTurn = (drain: Drain, run: Run, rateLimit: number) =>
   })
 
 /** After a request that started at `started`: the run's pace, for the next wait and for how far it reads ahead. */
-export const sent = (run: Run, started: number, answered: number, rateLimit: number | null) => {
-  run.lastRequestAt = started
-  run.lastRequestKnown = true
-  run.lastRequestMillis = Math.max(answered - started, rateLimit === null ? 0 : intervalMillis(rateLimit))
-}
+export const sent = (run: Run, started: number, answered: number, rateLimit: number | null) =>
+  RunState.paced(run, started, Math.max(answered - started, rateLimit === null ? 0 : intervalMillis(rateLimit)))

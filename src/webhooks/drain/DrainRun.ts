@@ -1,20 +1,21 @@
 /**
- * One drain run's state (`Run`) and what it does with the deliveries it read and the answers it
- * got: the record-and-read of the next deliveries (`recordAndReadNext`), the 2xx answers waiting
- * for a record (`withUnrecorded`, `recordAnswered`), and the numbers of what it read and will not
- * send now, given back (`giveBackNumbers`).
+ * What a drain run does with the deliveries it read and the answers it got, through its state's
+ * transitions (`DrainRunState`): the record-and-read of the next deliveries (`recordAndReadNext`),
+ * the answers waiting for a record (`withUnrecorded`, `recordAnswered`), and the numbers of what
+ * it read and will not send now, given back (`giveBackNumbers`).
  *
  * What it keeps true: the 2xx answers go on record in the order they came, and one that missed a
  * record stays ahead of every later one, so the record only ever misses a suffix of what was sent
  * (sent again, in order, by the next run). Only numbers the run's last numbering handed out are
  * given back (see WebhookNumbering.ts).
  */
-import { Clock, Effect, type Redacted } from "effect"
+import { Clock, Effect } from "effect"
 import { webhookDeliver } from "../../authz/Permissions.ts"
 import * as ReadWindow from "../../consumer/ReadWindow.ts"
-import * as OutboundSender from "../../outbound/OutboundSender.ts"
 import { type Drain, nextSize, withSql } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
+import type { Checked, Run } from "./DrainRunState.ts"
+import * as RunState from "./DrainRunState.ts"
 import {
   anyTime,
   type EventWindow,
@@ -26,97 +27,6 @@ import {
 } from "./PendingDeliveries.ts"
 import * as WebhookNumbering from "./WebhookNumbering.ts"
 import { noFailures } from "./WebhookSchedule.ts"
-
-/** A pending delivery with the owner's right on its space, checked when it was read. */
-export interface Checked {
-  readonly delivery: PendingDelivery
-  readonly allowed: boolean
-  /** When the statement that read its right and scope started (by the run's `Clock`). */
-  readonly checkedAt: number
-  /** The first delivery of a read the run waited for: nothing happened since, however long the read took. */
-  readonly exempt: boolean
-  /** The token its read's numbering set, if that statement gave it its number. */
-  readonly numberedBy: string | undefined
-}
-
-/** What one run keeps between its steps. */
-export interface Run {
-  readonly subscriptionId: string
-  readonly job: bigint
-  /**
-   * The job's attempt this run is: once a later one is claimed (the job was rescued from a worker
-   * whose lease lapsed while this run went on), the run reads the slot as lost and stops sending.
-   */
-  readonly attempt: number
-  /** When the run began (by its `Clock`): it snoozes 0 after `Drain.maxRunMillis`. */
-  readonly start: number
-  /** Keep-alive connections and opened secrets, shared by the run's requests. */
-  readonly connections: OutboundSender.Connections
-  readonly secrets: Map<string, Redacted.Redacted<string>>
-  /** Steps taken: it snoozes 0 after `Drain.maxDeliveries`. */
-  steps: number
-  /** Read and checked, not sent yet, in seq order. */
-  queue: Array<Checked>
-  /** Read along with the request in flight; the queue once that request is answered. */
-  incoming: Array<Checked>
-  /** Answered 2xx, not on record yet, in seq order. */
-  unrecorded: Array<Sent>
-  /** The seq of the last delivery this run sent or settled: every pending one before it is on record. */
-  after: bigint
-  /** The time of `after`'s event when known: the events of later deliveries are no older. */
-  afterAt: Date | null
-  /** The database's clock less the run's, once a read has looked it up. */
-  dbOffsetMillis: number | undefined
-  /** A read found a delivery whose event may lie outside its window: the next one reads without. */
-  windowless: boolean
-  /** A 2xx in this run has reset the failing clock the deliveries were read with. */
-  succeeded: boolean
-  /** The last read came back full: more may be pending, so read again at once. */
-  full: boolean
-  /** Deliveries the next read asks for. */
-  size: number
-  /** The token of the run's last numbering, while the subscription may still hold it. */
-  token: string | undefined
-  /**
-   * How long the last request took, or the rate limit's interval if longer: what the next
-   * deliveries read ahead must wait for, each.
-   */
-  lastRequestMillis: number | undefined
-  /** When the subscription's last request started (by `Clock`), by this run or, once read (`DrainPace`), any before it. */
-  lastRequestAt: number | undefined
-  /** `lastRequestAt` is known: this run sent, or read it from the record. */
-  lastRequestKnown: boolean
-}
-
-/** A run of `job`'s `attempt` on the subscription; its connections close with the scope. */
-export const makeRun = (drain: Drain, subscriptionId: string, job: bigint, attempt: number) =>
-  Effect.gen(function* () {
-    const start = yield* Clock.currentTimeMillis
-    return {
-      subscriptionId,
-      job,
-      attempt,
-      start,
-      // Closed when the run ends: no connection outlives the run whose sends checked it.
-      connections: yield* OutboundSender.connections(drain.config.policy),
-      secrets: new Map(),
-      steps: 0,
-      queue: [],
-      incoming: [],
-      unrecorded: [],
-      after: -1n,
-      afterAt: null,
-      dbOffsetMillis: undefined,
-      windowless: false,
-      succeeded: false,
-      full: false,
-      size: drain.readAhead,
-      token: undefined,
-      lastRequestMillis: undefined,
-      lastRequestAt: undefined,
-      lastRequestKnown: false,
-    } satisfies Run as Run
-  })
 
 /**
  * Rights `Permissions` did not answer in the read's statement: asked in one `allowedEach` call,
@@ -167,12 +77,14 @@ const windowFor = (drain: Drain, run: Run, after: After, limit: number) =>
   Effect.gen(function* () {
     if (run.windowless) return anyTime
     let since = after.at
-    if (since === null || run.dbOffsetMillis === undefined) {
+    let offset = run.dbOffsetMillis
+    if (since === null || offset === undefined) {
       const seen = yield* windowAfter(drain.sql, run.subscriptionId, after.seq, limit)
-      run.dbOffsetMillis = seen.dbNow.getTime() - (yield* Clock.currentTimeMillis)
+      offset = seen.dbNow.getTime() - (yield* Clock.currentTimeMillis)
+      RunState.dbClockSeen(run, offset)
       since ??= seen.since
     }
-    const until = new Date((yield* Clock.currentTimeMillis) + run.dbOffsetMillis + ReadWindow.aheadMillis)
+    const until = new Date((yield* Clock.currentTimeMillis) + offset + ReadWindow.aheadMillis)
     return { since, until } satisfies EventWindow
   })
 
@@ -202,13 +114,15 @@ const recordAndReadNext = (drain: Drain, run: Run, sent: ReadonlyArray<Sent>, af
     if (sent.length > 0) yield* drain.onRecorded(run.subscriptionId)
     const cut = all.findIndex((d) => d.unsure)
     const rows = cut < 0 ? all : all.slice(0, cut)
-    run.windowless = cut >= 0
-    run.full = all.length === asked || cut >= 0
-    run.size = nextSize(drain, run.lastRequestMillis, asked, rows.length)
+    RunState.readBack(run, {
+      windowless: cut >= 0,
+      full: all.length === asked || cut >= 0,
+      size: nextSize(drain, run.lastRequestMillis, asked, rows.length),
+    })
     const { deliveries, allowed, numbered } = inStatement
       ? { deliveries: rows, allowed: (d: PendingDelivery) => d.allowed === true, numbered: rows[0]?.numbered === true }
       : yield* checkAfterRead(drain, run, rows, token)
-    if (numbered) run.token = token
+    if (numbered) RunState.numbered(run, token)
     return deliveries.map(
       (delivery, i): Checked => ({
         delivery,
@@ -226,15 +140,8 @@ const recordAndReadNext = (drain: Drain, run: Run, sent: ReadonlyArray<Sent>, af
  */
 export const withUnrecorded = <A, E, R>(run: Run, f: (sent: ReadonlyArray<Sent>) => Effect.Effect<A, E, R>) =>
   Effect.suspend(() => {
-    const sent = run.unrecorded
-    run.unrecorded = []
-    return f(sent).pipe(
-      Effect.onError(() =>
-        Effect.sync(() => {
-          run.unrecorded = [...sent, ...run.unrecorded]
-        }),
-      ),
-    )
+    const sent = RunState.recording(run)
+    return f(sent).pipe(Effect.onError(() => Effect.sync(() => RunState.recordFailed(run, sent))))
   })
 
 /**
@@ -260,9 +167,7 @@ export const recordAnswered = (drain: Drain, run: Run) =>
  */
 export const giveBackNumbers = (drain: Drain, run: Run) =>
   Effect.suspend(() => {
-    const read = [...run.queue, ...run.incoming]
-    run.queue = []
-    run.incoming = []
+    const read = RunState.dropped(run)
     // Only what the run's last numbering handed out: earlier numbers were sent, or read by
     // whoever changed the token since.
     const numbers = read.flatMap((c) =>
@@ -271,17 +176,9 @@ export const giveBackNumbers = (drain: Drain, run: Run) =>
         : [],
     )
     return withSql(drain, WebhookNumbering.giveBack(run.subscriptionId, run.token, numbers)).pipe(
-      Effect.tap((token) =>
-        Effect.sync(() => {
-          run.token = token
-        }),
-      ),
+      Effect.tap((token) => Effect.sync(() => RunState.gaveBack(run, token))),
       // Whether it went through is unknown: give back nothing numbered so far.
-      Effect.onError(() =>
-        Effect.sync(() => {
-          run.token = undefined
-        }),
-      ),
+      Effect.onError(() => Effect.sync(() => RunState.gaveBack(run, undefined))),
       Effect.asVoid,
     )
   })

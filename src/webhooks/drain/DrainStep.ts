@@ -1,6 +1,6 @@
 /**
- * The drain loop as one `step` over the run's state (`DrainRun.Run`), case by case as the diagram
- * in WebhookDrainer.ts draws it: the run bound, a dry run reading (lingering, then releasing the
+ * The drain loop as one `step` over the run's state (`DrainRunState.Run`, moved on only by the
+ * transitions its header draws), case by case as the diagram in WebhookDrainer.ts draws it: the run bound, a dry run reading (lingering, then releasing the
  * slot), the next delivery (read again, settled or sent), and a request's answer. A step ends in
  * `next` (step again), `done` (the slot is let go or lost) or a `JobSnooze` failure (the run stops
  * keeping the slot). The decisions are pure functions of the state, beside it.
@@ -12,7 +12,9 @@ import type { Drain } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
 import { failed, recovered, settle } from "./DrainOutcome.ts"
 import * as DrainPace from "./DrainPace.ts"
-import { type Checked, flush, giveBackNumbers, type Run, readNext, recordAnswered, withUnrecorded } from "./DrainRun.ts"
+import { flush, giveBackNumbers, readNext, recordAnswered, withUnrecorded } from "./DrainRun.ts"
+import type { Checked, Run } from "./DrainRunState.ts"
+import * as RunState from "./DrainRunState.ts"
 import * as DrainSlot from "./DrainSlot.ts"
 import { attemptsBy, type PendingDelivery, type Sent, suppress } from "./PendingDeliveries.ts"
 import { send } from "./WebhookEnvelope.ts"
@@ -67,7 +69,7 @@ const readWhenDry = (drain: Drain, run: Run, news: News) =>
     const quiet = drain.lingers && !run.full && !news.fresh()
     if (quiet) yield* news.wait
     const lastChance = quiet && !news.fresh()
-    run.queue = yield* readNext(drain, run, news, { seq: run.after, at: run.afterAt }, true)
+    RunState.queued(run, yield* readNext(drain, run, news, { seq: run.after, at: run.afterAt }, true))
     if (run.queue.length > 0) return "read" as const
     if (yield* DrainSlot.superseded(drain.sql, run.job, run.attempt)) return "done" as const
     if (drain.lingers && !lastChance) return "next" as const
@@ -83,17 +85,12 @@ const clockBefore = (run: Run, d: PendingDelivery): FailingClock =>
     : { firstAt: d.failingFirstAt?.getTime() ?? null, clockAt: d.failingClockAt?.getTime() ?? null }
 
 /** A 2xx: kept for the next record; the failing clock counts as reset; what was read along is next. */
-const answeredOk = (run: Run, sent: Sent, readAlong: boolean) =>
+const answeredOk = (run: Run, sent: Sent) =>
   Effect.gen(function* () {
     if (!run.succeeded) yield* recovered(run.subscriptionId, sent)
-    run.succeeded = true
-    run.unrecorded.push(sent)
+    RunState.delivered(run, sent)
     yield* attemptsBy("delivered")
     yield* Metric.update(WebhookMetrics.latency, (sent.answered - sent.delivery.occurredAt!.getTime()) / 1000)
-    if (readAlong) {
-      run.queue = run.incoming
-      run.incoming = []
-    }
     return "next" as const
   })
 
@@ -102,7 +99,7 @@ const answeredFailed = (drain: Drain, run: Run, sent: Sent) =>
   Effect.gen(function* () {
     const before = clockBefore(run, sent.delivery)
     yield* giveBackNumbers(drain, run)
-    run.unrecorded.push(sent)
+    RunState.undelivered(run, sent)
     const outcome = yield* withUnrecorded(run, (all) => failed(drain, run.subscriptionId, all, before))
     if (outcome._tag === "snooze") return yield* new JobKind.JobSnooze({ delay: outcome.delay })
     return "next" as const
@@ -117,17 +114,17 @@ const sendNext = (drain: Drain, run: Run, news: News, next: Checked) =>
       [
         // `send` fails only before its request leaves (a secret that does not open): the delivery
         // goes back to the queue, so its number is given back and it is not taken for one in doubt.
-        send(drain, run, d, d.sequence!).pipe(Effect.tapError(() => Effect.sync(() => run.queue.unshift(next)))),
+        send(drain, run, d, d.sequence!).pipe(Effect.tapError(() => Effect.sync(() => RunState.putBack(run, next)))),
         readAlong
-          ? Effect.map(readNext(drain, run, news, { seq: d.eventSeq, at: d.occurredAt }, false), (read) => {
-              run.incoming = read
-            })
+          ? Effect.map(readNext(drain, run, news, { seq: d.eventSeq, at: d.occurredAt }, false), (read) =>
+              RunState.readAlong(run, read),
+            )
           : Effect.void,
       ],
       { concurrency: 2 },
     )
     DrainPace.sent(run, sent.started, sent.answered, d.rateLimit)
-    return yield* sent.ok ? answeredOk(run, sent, readAlong) : answeredFailed(drain, run, sent)
+    return yield* sent.ok ? answeredOk(run, sent) : answeredFailed(drain, run, sent)
   })
 
 /** The next delivery read: read again, settled without a request, or sent. */
@@ -142,9 +139,7 @@ const takeNext = (drain: Drain, run: Run, news: News) =>
       news.mark()
       return "next" as const
     }
-    run.queue.shift()
-    run.after = d.eventSeq
-    run.afterAt = d.occurredAt
+    RunState.taken(run)
     if (d.sendable && next.allowed) return yield* sendNext(drain, run, news, next)
     yield* recordAnswered(drain, run)
     if (d.sendable) yield* suppress(drain, run.subscriptionId, d, "permission")
@@ -159,7 +154,7 @@ export const step = (drain: Drain, run: Run, news: News) =>
       yield* flush(drain, run)
       return yield* new JobKind.JobSnooze({ delay: Duration.zero })
     }
-    run.steps++
+    RunState.stepped(run)
     if (run.queue.length === 0) {
       const dry = yield* readWhenDry(drain, run, news)
       if (dry !== "read") return dry

@@ -1,7 +1,7 @@
 /**
  * The drain job: sends one subscription's pending deliveries, one at a time in seq order, as long
  * as it holds the subscription's drain slot (`DrainSlot`). The steps below are the cases of
- * `DrainStep.step` over the run's state (`DrainRun.Run`):
+ * `DrainStep.step` over the run's state (`DrainRunState.Run`, whose transitions its header draws):
  *
  *   acquire the slot (learning the owner) ── taken by another live job ──> done (that one sends)
  *   the owner has `maxInFlightPerOwner` runs in flight in this worker ──> snooze 0.25-1 s keeping
@@ -76,7 +76,8 @@ import * as DeliveriesInDoubt from "./DeliveriesInDoubt.ts"
 import * as Drain from "./Drain.ts"
 import { DrainArgs, deliverKind } from "./DrainJob.ts"
 import * as DrainNews from "./DrainNews.ts"
-import { flush, makeRun } from "./DrainRun.ts"
+import { flush } from "./DrainRun.ts"
+import * as RunState from "./DrainRunState.ts"
 import * as DrainSlot from "./DrainSlot.ts"
 import { loop } from "./DrainStep.ts"
 import * as WebhookInFlight from "./WebhookInFlight.ts"
@@ -104,7 +105,7 @@ export const makeWith = (options: Drain.DrainOptions = {}) =>
       // Only a job's later runs can follow one that stopped unrecorded (a rescue, a release): its
       // first run skips the look-up, so a caught-up subscription's one-delivery runs pay nothing.
       if (job.attempt > 1) yield* DeliveriesInDoubt.record(drain.sql, subscriptionId, 4 * drain.maxReadAhead)
-      const state = yield* makeRun(drain, subscriptionId, job.id, job.attempt)
+      const state = yield* RunState.make(drain, subscriptionId, job.id, job.attempt)
       const news = yield* listen(subscriptionId)
       // Whatever ends the run (a failed statement, a shutdown interrupting a request), the 2xx
       // answers already received go on record if the database takes them, and the numbers of what

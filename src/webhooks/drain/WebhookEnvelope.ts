@@ -14,7 +14,8 @@ import * as OutboundSender from "../../outbound/OutboundSender.ts"
 import * as TraceParent from "../../platform/TraceParent.ts"
 import * as SubscriptionOptions from "../subscriptions/SubscriptionOptions.ts"
 import type { Drain } from "./Drain.ts"
-import type { Run } from "./DrainRun.ts"
+import type { Run } from "./DrainRunState.ts"
+import * as RunState from "./DrainRunState.ts"
 import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
 import * as WebhookSignature from "./WebhookSignature.ts"
 
@@ -69,7 +70,7 @@ const openSecret = (drain: Drain, run: Run, sealed: string) =>
         drain.warn(run.subscriptionId, `webhooks: subscription ${run.subscriptionId}: ${e.message}; nothing is sent`),
       ),
     )
-    run.secrets.set(sealed, opened)
+    RunState.secretOpened(run, sealed, opened)
     return opened
   })
 

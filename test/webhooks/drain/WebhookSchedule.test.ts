@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration } from "effect"
-import * as WebhookSchedule from "../../src/webhooks/drain/WebhookSchedule.ts"
+import * as WebhookSchedule from "../../../src/webhooks/drain/WebhookSchedule.ts"
 
 const failure = (attempt: number, extra: Partial<WebhookSchedule.Failure> = {}): WebhookSchedule.Failure => ({
   attempt,

@@ -1,12 +1,12 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Fiber } from "effect"
 import { SqlClient, Statement } from "effect/sql"
-import { disable } from "../../src/webhooks/subscriptions/SubscriptionStates.ts"
-import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import { eventually } from "../support/Eventually.ts"
-import * as RowLock from "../support/RowLock.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import { disable } from "../../../src/webhooks/subscriptions/SubscriptionStates.ts"
+import { WebhookSubscriptions } from "../../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import { eventually } from "../../support/Eventually.ts"
+import * as RowLock from "../../support/RowLock.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(10)] })
 

@@ -1,10 +1,10 @@
 import { assert, layer } from "@effect/vitest"
 import { Clock, Duration, Effect } from "effect"
 import { TestClock } from "effect/testing"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
-import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
+import { WebhookSubscriptions } from "../../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 const Live = TestWebhooks.layer()
 

@@ -1,12 +1,12 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Queue, Redacted } from "effect"
 import { Webhook } from "standardwebhooks"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
-import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as JobWorker from "../../../src/jobs/JobWorker.ts"
+import { EventLog } from "../../../src/log/EventLog.ts"
+import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
+import * as WebhookFanOut from "../../../src/webhooks/WebhookFanOut.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 const Live = TestWebhooks.layer({ retrySteps: [Duration.millis(10)], pool: { maxConnections: 16 } })
 

@@ -14,11 +14,11 @@ import { Clock, Duration, Effect, Fiber, Queue, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { Webhook } from "standardwebhooks"
-import type { JobInfo } from "../../src/jobs/JobKind.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
-import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import type { JobInfo } from "../../../src/jobs/JobKind.ts"
+import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
+import { WebhookSubscriptions } from "../../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 // A failed request comes back after about 10 ms: well inside the limit's interval, so the retry
 // has to wait for its turn like any request.

@@ -1,12 +1,12 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
-import { webhookDeliver } from "../../src/authz/Permissions.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import { appendAt, dayMillis } from "../support/OldEvents.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as PermissionGrants from "../../../src/authz/PermissionGrants.ts"
+import { webhookDeliver } from "../../../src/authz/Permissions.ts"
+import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import { appendAt, dayMillis } from "../../support/OldEvents.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 layer(TestWebhooks.layer(), { excludeTestServices: true })("The drainer's event window", (it) => {
   it.effect(

@@ -5,12 +5,12 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, Queue } from "effect"
 import { SqlClient } from "effect/sql"
-import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
-import { webhookDeliver } from "../../src/authz/Permissions.ts"
-import { outcomeUnknown } from "../../src/webhooks/drain/DeliveriesInDoubt.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as WorkerProcess from "../support/WorkerProcess.ts"
+import * as PermissionGrants from "../../../src/authz/PermissionGrants.ts"
+import { webhookDeliver } from "../../../src/authz/Permissions.ts"
+import { outcomeUnknown } from "../../../src/webhooks/drain/DeliveriesInDoubt.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
+import * as WorkerProcess from "../../support/WorkerProcess.ts"
 
 const key = WorkerProcess.rawKey()
 

@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { nextSize } from "../../src/webhooks/drain/Drain.ts"
-import { boundReached, mustReadAgain, readsAlong } from "../../src/webhooks/drain/DrainStep.ts"
+import { nextSize } from "../../../src/webhooks/drain/Drain.ts"
+import { boundReached, mustReadAgain, readsAlong } from "../../../src/webhooks/drain/DrainStep.ts"
 
 const settings = { readAhead: 4, maxReadAhead: 64, maxAgeMillis: 1000 }
 

@@ -5,8 +5,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { Webhook, WebhookVerificationError } from "standardwebhooks"
-import { InvalidWebhookId, messageId, sign, type WebhookHeaders } from "../../src/webhooks/drain/WebhookSignature.ts"
-import * as WebhookSecret from "../../src/webhooks/subscriptions/WebhookSecret.ts"
+import { InvalidWebhookId, messageId, sign, type WebhookHeaders } from "../../../src/webhooks/drain/WebhookSignature.ts"
+import * as WebhookSecret from "../../../src/webhooks/subscriptions/WebhookSecret.ts"
 
 // Non-ASCII on purpose: the signature covers the UTF-8 bytes, as the receiver reads them.
 const body = JSON.stringify({ type: "comment.created", data: { id: "c_1", text: "grüße ✓" } })

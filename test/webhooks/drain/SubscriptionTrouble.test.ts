@@ -4,10 +4,10 @@
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect, Logger } from "effect"
-import { EventLog } from "../../src/log/EventLog.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import { EventLog } from "../../../src/log/EventLog.ts"
+import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 layer(TestWebhooks.layer(), { excludeTestServices: true })("failing subscriptions", (it) => {
   it.effect(

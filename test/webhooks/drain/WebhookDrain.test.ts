@@ -1,14 +1,14 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Exit, Layer, Queue, Scope } from "effect"
 import { SqlClient } from "effect/sql"
-import * as Consumer from "../../src/consumer/Consumer.ts"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import { EventLog, timeOf } from "../../src/log/EventLog.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
-import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
-import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as Consumer from "../../../src/consumer/Consumer.ts"
+import * as JobWorker from "../../../src/jobs/JobWorker.ts"
+import { EventLog, timeOf } from "../../../src/log/EventLog.ts"
+import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
+import { WebhookSubscriptions } from "../../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
+import * as WebhookFanOut from "../../../src/webhooks/WebhookFanOut.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 // A retry step far beyond the test: a failed delivery's drainer sleeps through it.
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)], pool: { maxConnections: 16 } })

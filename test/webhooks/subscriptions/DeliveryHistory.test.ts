@@ -2,10 +2,10 @@ import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Queue } from "effect"
 import { SqlClient, Statement } from "effect/sql"
 import { TestClock } from "effect/testing"
-import * as DeliveryHistory from "../../src/webhooks/subscriptions/DeliveryHistory.ts"
-import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as DeliveryHistory from "../../../src/webhooks/subscriptions/DeliveryHistory.ts"
+import { WebhookSubscriptions } from "../../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 /** Runs `effect`, counting its statements whose text matches `pattern`. */
 const counting = <A, E, R>(pattern: RegExp, effect: Effect.Effect<A, E, R>) =>

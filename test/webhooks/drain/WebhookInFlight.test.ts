@@ -1,11 +1,11 @@
 import { assert, layer } from "@effect/vitest"
 import { Clock, Effect, Layer, Option, Queue } from "effect"
-import * as Worker from "../../src/bin/Worker.ts"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
-import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as Worker from "../../../src/bin/Worker.ts"
+import * as JobWorker from "../../../src/jobs/JobWorker.ts"
+import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
+import * as WebhookFanOut from "../../../src/webhooks/WebhookFanOut.ts"
+import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
+import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
 // The default pool (10 connections): hundreds of drainers must not starve each other of it.
 const Live = TestWebhooks.layer()
