@@ -6,18 +6,19 @@
  * migrations and every CLI command check once, on their first connection, and stop with one line
  * naming the version found and the minimum.
  *
- * Why 14: `DETACH PARTITION ... CONCURRENTLY` (retention) came in 14. Nothing bothy runs needs a
- * newer server; the tests run the log, consumer, job, webhook-order, push and restore suites on
- * every major listed here.
+ * Why 15: the oldest major the tests run on (the log, consumer, job, webhook-order, push and
+ * restore suites run on every major listed here). Nothing bothy runs needs more than 14
+ * (`DETACH PARTITION ... CONCURRENTLY`, for retention), and those suites passed on 14.23, but an
+ * embedded build of 14 cannot be pinned for every platform, so 14 would go untested.
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 
 /** The oldest major bothy runs on. */
-export const minimumMajor = 14
+export const minimumMajor = 15
 
 /** The majors the tests run on (the newest is the embedded server's). */
-export const supportedMajors = [14, 15, 16, 17, 18] as const
+export const supportedMajors = [15, 16, 17, 18] as const
 
 export class PostgresVersionUnsupported extends Schema.TaggedError<PostgresVersionUnsupported>()(
   "PostgresVersionUnsupported",

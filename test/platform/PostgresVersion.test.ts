@@ -26,7 +26,7 @@ layer(TestDatabase.layer(), { excludeTestServices: true })("PostgresVersion", (i
       assert.strictEqual(error.found, actual.text)
       assert.strictEqual(
         error.message,
-        `PostgreSQL ${actual.text} is older than bothy supports: it needs PostgreSQL ${actual.major + 1} or newer (supported: 14 to 18)`,
+        `PostgreSQL ${actual.text} is older than bothy supports: it needs PostgreSQL ${actual.major + 1} or newer (supported: 15 to 18)`,
       )
       assert.notInclude(error.message, "\n")
     }),

@@ -35,6 +35,6 @@ describe("PostgresVersionsMatrix", () => {
     assert.deepStrictEqual(PostgresMatrix.selectedOlderMajors(undefined), [])
     assert.deepStrictEqual(PostgresMatrix.selectedOlderMajors("all"), PostgresMatrix.olderMajors)
     assert.deepStrictEqual(PostgresMatrix.selectedOlderMajors("15, 17"), [15, 17])
-    assert.throws(() => PostgresMatrix.selectedOlderMajors("13"), /13 is not one of 14, 15, 16, 17/)
+    assert.throws(() => PostgresMatrix.selectedOlderMajors("14"), /14 is not one of 15, 16, 17/)
   })
 })

@@ -130,7 +130,7 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
   ],
   [
     databaseUrl,
-    "an external PostgreSQL, 14 to 18 (older is refused at start); TLS by libpq's `sslmode`/`sslrootcert` ([operations.md](operations.md#your-own-postgresql)); when set, no embedded server starts",
+    "an external PostgreSQL, 15 to 18 (older is refused at start); TLS by libpq's `sslmode`/`sslrootcert` ([operations.md](operations.md#your-own-postgresql)); when set, no embedded server starts",
   ],
 ]
 

