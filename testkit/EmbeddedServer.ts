@@ -13,8 +13,8 @@
  * run's turn fsync off, the benchmarks' keep it on), whether the folder is open to the server's
  * OS user (as root the server runs as `postgres`; a benchmark's or chaos run's data stays in its
  * folder, while the tests keep theirs private, mode 0700, as a user's home is, and so exercise the
- * data fallback), where the binaries come from (a test starts it as a clone elsewhere would), and
- * whether the start is quiet.
+ * data fallback), where the binaries come from (a test starts it as a clone elsewhere would, or
+ * an older major from its aliased package), and whether the start is quiet.
  */
 import { chmodSync, mkdtempSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
@@ -52,7 +52,10 @@ export const tempFolder = (prefix: string, options: { readonly open?: boolean } 
     (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true })),
   )
 
-export type Locations = Pick<EmbeddedPostgres.EmbeddedPostgresOptions, "packageRoot" | "binariesCache" | "dataFallback">
+export type Locations = Pick<
+  EmbeddedPostgres.EmbeddedPostgresOptions,
+  "packageRoot" | "packageName" | "binariesCache" | "dataFallback"
+>
 
 export interface Options extends Locations {
   /** The temporary folder's name begins with it (`bothy-test-`). */
@@ -88,6 +91,7 @@ export const start = (options: Options) =>
     const folder = yield* tempFolder(options.prefix, { open: options.openFolder === true })
     const serverOptions: EmbeddedPostgres.EmbeddedPostgresOptions = {
       ...(options.packageRoot === undefined ? {} : { packageRoot: options.packageRoot }),
+      ...(options.packageName === undefined ? {} : { packageName: options.packageName }),
       ...(options.binariesCache === undefined ? {} : { binariesCache: options.binariesCache }),
       ...(options.dataFallback === undefined ? {} : { dataFallback: options.dataFallback }),
       dataDir: join(folder, "pg"),

@@ -37,12 +37,17 @@ export interface EpochStarted {
 export const start = Effect.fn("EventLogEpoch.start")(function* () {
   const sql = yield* SqlClient.SqlClient
   const floor = clockFloor(yield* Clock.currentTimeMillis)
+  // The previous epoch comes from the row locked before the update (RETURNING's `old.` needs 18):
+  // `FOR UPDATE` reads the newest committed row, not the statement's snapshot, which is older than
+  // the advisory lock's grant.
   const [row] = yield* sql<EpochStarted>`
     WITH turn AS MATERIALIZED (
       SELECT pg_advisory_xact_lock(${appendLockKey})
+    ), current AS MATERIALIZED (
+      SELECT event_seq.epoch FROM event_seq, turn FOR UPDATE OF event_seq
     )
-    UPDATE event_seq SET epoch = greatest(epoch + 1, ${floor}::int) FROM turn
-    RETURNING value AS head, old.epoch AS previous, new.epoch AS epoch`
+    UPDATE event_seq SET epoch = greatest(current.epoch + 1, ${floor}::int) FROM current
+    RETURNING event_seq.value AS head, current.epoch AS previous, event_seq.epoch AS epoch`
   if (row === undefined) return yield* Effect.die("event_seq has no row: the migrations were not applied")
   return row
 })

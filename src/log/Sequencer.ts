@@ -176,6 +176,22 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
 })
 
 /**
+ * One line at start when this role cannot see other roles' transactions in `pg_stat_activity`
+ * (neither superuser nor member of `pg_read_all_stats`, as on a managed service): the open-append
+ * gauge then counts only this role's, which is all of them unless producers use another role.
+ */
+const sayWhatStatsHide = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* sql<{ sees: boolean }>`
+    SELECT rolsuper OR pg_has_role(current_user, 'pg_read_all_stats', 'USAGE') AS sees
+    FROM pg_roles WHERE rolname = current_user`
+  if (row?.sees !== false) return
+  yield* Effect.logInfo(
+    "without pg_read_all_stats, bothy.event.log.open_append_age counts only this role's open appends (grant it when producers append with another role)",
+  )
+}).pipe(Effect.catchCause((cause) => Effect.logWarning("sequencer: cannot read this role's rights", cause)))
+
+/**
  * Runs a sequencer for the layer's lifetime: the `post_commit` mode needs at least one somewhere
  * (any number may run; one leads). Without one, appends commit and wait, unnumbered and unread.
  */
@@ -183,6 +199,7 @@ export const layer = (options: SequencerOptions = {}) =>
   Layer.effectDiscard(
     Effect.gen(function* () {
       const sequencer = yield* make(options)
+      yield* sayWhatStatsHide
       yield* Effect.addFinalizer(() => sequencer.release)
       yield* sequencer.loop.pipe(Effect.forkScoped)
       yield* sampleGauges().pipe(

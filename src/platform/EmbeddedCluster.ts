@@ -55,11 +55,12 @@ export const initialise = (
             `--username=${superuser}`,
             `--pwfile=${passwordFile}`,
             "--auth=scram-sha-256",
-            // UTF-8 whatever the machine's locale; the builtin provider needs no OS locale.
+            // UTF-8 whatever the machine's locale; neither the C locale nor the builtin provider
+            // needs an OS locale.
             "--encoding=UTF8",
             "--locale=C",
-            "--locale-provider=builtin",
-            "--builtin-locale=C.UTF-8",
+            // The builtin provider came in 17; an older major (the tests' matrix) keeps libc's C.
+            ...(binaries.major >= 17 ? ["--locale-provider=builtin", "--builtin-locale=C.UTF-8"] : []),
             "--lc-messages=C",
           ],
           user,

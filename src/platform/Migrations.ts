@@ -31,6 +31,7 @@ import eventLogHourlyLeaves from "../../migrations/0017_event_log_hourly_leaves.
 import retentionLease from "../../migrations/0018_retention_lease.ts"
 import jobWorkerBackend from "../../migrations/0019_job_worker_backend.ts"
 import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_started.ts"
+import * as PostgresVersion from "./PostgresVersion.ts"
 
 export const migrations = {
   "0001_event_log": eventLog,
@@ -57,11 +58,20 @@ export const migrations = {
 /** The table in which the migrator records applied migrations. */
 export const migrationsTable = "bothy_migrations"
 
-/** Applies every pending migration; returns the ids and names it applied (empty when current). */
-export const run = Migrator.make({})({
-  loader: Migrator.fromRecord(migrations),
-  table: migrationsTable,
-}).pipe(Effect.withSpan("Migrations.run"))
+/**
+ * Applies every pending migration; returns the ids and names it applied (empty when current).
+ * Refuses a server older than bothy supports first (`PostgresVersionUnsupported`), so a host app
+ * that migrates on its own pool gets that line rather than a migration failing halfway.
+ */
+export const run = PostgresVersion.check().pipe(
+  Effect.andThen(
+    Migrator.make({})({
+      loader: Migrator.fromRecord(migrations),
+      table: migrationsTable,
+    }),
+  ),
+  Effect.withSpan("Migrations.run"),
+)
 
 /**
  * The database lacks migrations this bothy has (`missing`, by name, in order): a command that does

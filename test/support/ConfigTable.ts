@@ -128,7 +128,10 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
     "admin.max_body_bytes",
     "the largest request body the admin API reads, in bytes (1024 to 67108864); a larger one is a 413 before it is read",
   ],
-  [databaseUrl, "an external PostgreSQL; when set, no embedded server starts"],
+  [
+    databaseUrl,
+    "an external PostgreSQL, 15 to 18 (older is refused at start); TLS by libpq's `sslmode`/`sslrootcert` ([operations.md](operations.md#your-own-postgresql)); when set, no embedded server starts",
+  ],
 ]
 
 /** The variable a key is read from. */

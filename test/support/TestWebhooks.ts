@@ -64,10 +64,13 @@ export const layer = (options: LayerOptions = {}) =>
 
 /**
  * On the existing database `name` (which the test creates and drops itself: a restore drops and
- * re-creates it), with the same `secretKey` each time.
+ * re-creates it), with the same `secretKey` each time; as the superuser, or at `url` (another role).
  */
-export const layerAt = (name: string, options: LayerOptions & { readonly secretKey: SecretBox.SecretKey }) => {
-  const url = withDatabase(inject("pgAdminUrl"), name)
+export const layerAt = (
+  name: string,
+  options: LayerOptions & { readonly secretKey: SecretBox.SecretKey; readonly url?: string },
+) => {
+  const url = options.url ?? withDatabase(inject("pgAdminUrl"), name)
   const database = Layer.merge(
     PgClient.layer({ url: Redacted.make(url), maxConnections: 10, ...options.pool }),
     Layer.succeed(TestDatabase.TestDatabase, TestDatabase.TestDatabase.of({ name, url })),

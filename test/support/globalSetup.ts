@@ -1,11 +1,13 @@
 /**
- * One PostgreSQL per test run: the embedded server (`TestServer`), or the server
- * `DATABASE_URL_TEST` points at. If it cannot start, the run fails with one line saying why. Migrations are
- * applied once to a template database (`MigratedDatabase`); each test file clones it (see `TestDatabase`).
+ * One PostgreSQL per test project: the embedded server (`TestServer`) of the project's major
+ * (`PostgresMatrix`), or, for bothy's own major, the server `DATABASE_URL_TEST` points at. If it
+ * cannot start, the run fails with one line saying why. Migrations are applied once to a template
+ * database (`MigratedDatabase`); each test file clones it (see `TestDatabase`).
  */
 import { Effect } from "effect"
 import type { TestProject } from "vitest/node"
 import * as MigratedDatabase from "../../testkit/MigratedDatabase.ts"
+import * as PostgresMatrix from "./PostgresMatrix.ts"
 import * as TestServer from "./TestServer.ts"
 
 declare module "vitest" {
@@ -14,14 +16,17 @@ declare module "vitest" {
     pgAdminUrl: string
     /** Database holding the migrated schema that each test file clones. */
     pgTemplate: string
+    /** The PostgreSQL major the project runs on (the server's, with `DATABASE_URL_TEST`). */
+    pgMajor: number
   }
 }
 
 export default async function setup(project: TestProject) {
-  let adminUrl = process.env.DATABASE_URL_TEST
+  const major = project.getProvidedContext().pgMajor
+  let adminUrl = major === PostgresMatrix.ownMajor ? process.env.DATABASE_URL_TEST : undefined
   let stop = async () => {}
   if (adminUrl === undefined) {
-    const started = await TestServer.startOrReject()
+    const started = await TestServer.startOrReject({ packageName: PostgresMatrix.packageName(major) })
     adminUrl = started.adminUrl
     stop = started.stop
   }
