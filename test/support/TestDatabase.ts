@@ -54,6 +54,10 @@ export const otherClient = Effect.flatMap(TestDatabase, ({ url }) =>
   Layer.build(PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })),
 ).pipe(Effect.map(Context.get(PgClient.PgClient)))
 
+/** A pool on `url` (a database of the test's, perhaps through a pooler). */
+export const poolOn = (url: string, options: Partial<PgClient.PgPoolConfig> = {}) =>
+  PgClient.layer({ url: Redacted.make(url), maxConnections: 4, ...options })
+
 /**
  * A database cloned from the migrated template, dropped with the scope, for tests whose child
  * processes connect by URL: its name and that URL.
