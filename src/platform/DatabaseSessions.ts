@@ -86,6 +86,18 @@ export const session = (what: string) =>
         ),
   )
 
+/**
+ * Runs `statements` in order, each alone, on a connection of its own to `url`, closed afterwards:
+ * session settings and then the statement they are for, which nobody else's work can then meet.
+ */
+export const runOnOwnSession = (url: Redacted.Redacted, statements: ReadonlyArray<string>) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const connection = yield* PgConnection.make({ url, applicationName: "bothy-session" })
+      for (const statement of statements) yield* connection.query(statement, [], false)
+    }),
+  )
+
 const pid = (connection: PgConnection.PgConnection) =>
   Effect.map(connection.query("SELECT pg_backend_pid() AS pid", [], false), (r) => Number(r.rows[0]?.pid))
 
@@ -109,9 +121,7 @@ export const detect = (config: PgConnection.Config, at: string): Effect.Effect<R
 export const describe = ({ route, session }: DatabaseSessions): string => {
   if (route._tag === "Direct") return "DATABASE_URL reaches PostgreSQL directly"
   const where = Option.match(session, {
-    onNone: () =>
-      `without ${directVariable}, LISTEN is off and wake-ups come only from polling ` +
-      `(set ${directVariable} to a direct connection for NOTIFY wake-ups)`,
+    onNone: () => `without ${directVariable}, what needs a session of its own (LISTEN, retention's detaches) is off`,
     onSome: (s) => `LISTEN and retention's detaches go over ${s.variable}`,
   })
   return `DATABASE_URL goes through a ${route.mode} pooler at ${route.at} (prepared statements off); ${where}`
