@@ -23,7 +23,7 @@ import * as Migrations from "./Migrations.ts"
 const databaseUrl = variable("DATABASE_URL", { unset: "to run an embedded PostgreSQL" })
 
 /** A direct connection for what a transaction pooler on `DATABASE_URL` cannot carry (LISTEN). */
-export const directUrl = variable(DatabaseSessions.directVariable, {
+export const directUrl = variable("DATABASE_DIRECT_URL", {
   unset: "when DATABASE_URL reaches PostgreSQL directly (or LISTEN may give way to polling)",
 })
 

@@ -72,7 +72,10 @@ export class PoolerSessionOnly extends Schema.TaggedError<PoolerSessionOnly>()("
   }
 }
 
-/** Where `what`, which needs a session of its own, goes; `PoolerSessionOnly` when nowhere. */
+/**
+ * Where `what`, which needs a session of its own, goes; `PoolerSessionOnly` when nowhere.
+ * @internal
+ */
 export const session = (what: string) =>
   Effect.flatMap(DatabaseSessions, ({ route, session }) =>
     Option.isSome(session)
@@ -89,6 +92,7 @@ export const session = (what: string) =>
 /**
  * Runs `statements` in order, each alone, on a connection of its own to `url`, closed afterwards:
  * session settings and then the statement they are for, which nobody else's work can then meet.
+ * @internal
  */
 export const runOnOwnSession = (url: Redacted.Redacted, statements: ReadonlyArray<string>) =>
   Effect.scoped(
@@ -101,7 +105,10 @@ export const runOnOwnSession = (url: Redacted.Redacted, statements: ReadonlyArra
 const pid = (connection: PgConnection.PgConnection) =>
   Effect.map(connection.query("SELECT pg_backend_pid() AS pid", [], false), (r) => Number(r.rows[0]?.pid))
 
-/** Finds how a connection made with `config` reaches the server (see the module header); `at` names it. */
+/**
+ * Finds how a connection made with `config` reaches the server (see the module header); `at` names it.
+ * @internal
+ */
 export const detect = (config: PgConnection.Config, at: string): Effect.Effect<Route, SqlError> =>
   Effect.scoped(
     Effect.gen(function* () {
@@ -117,7 +124,10 @@ export const detect = (config: PgConnection.Config, at: string): Effect.Effect<R
     }),
   )
 
-/** The one line that says how `DATABASE_URL` reaches the server, and where sessions go. */
+/**
+ * The one line that says how `DATABASE_URL` reaches the server, and where sessions go.
+ * @internal
+ */
 export const describe = ({ route, session }: DatabaseSessions): string => {
   if (route._tag === "Direct") return "DATABASE_URL reaches PostgreSQL directly"
   const where = Option.match(session, {

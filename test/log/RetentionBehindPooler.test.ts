@@ -31,7 +31,7 @@ describe("retention behind a transaction pooler", () => {
     "PoolerSessionOnlyIsATypedError: through PgBouncer in transaction mode without DATABASE_DIRECT_URL, retention's DETACH CONCURRENTLY fails with PoolerSessionOnly naming the pooler and DATABASE_DIRECT_URL (never Query failed), and with DATABASE_DIRECT_URL it detaches and drops",
     () =>
       Effect.gen(function* () {
-        const { name, url: direct } = yield* TestDatabase.cloneForProcesses("retention_pooler")
+        const { name, directUrl: direct } = yield* TestDatabase.cloneForProcesses("retention_pooler")
         const pooler = yield* Pooler.start(Pooler.targetOf(inject("pgAdminUrl")), "transaction")
         const pooled = pooler.urlOf(name)
         const directPool = yield* Layer.build(TestDatabase.poolOn(direct))

@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql"
 import { inject } from "vitest"
 import * as Database from "../../src/platform/Database.ts"
 import { DatabaseSessions } from "../../src/platform/DatabaseSessions.ts"
+import * as Migrations from "../../src/platform/Migrations.ts"
 import { NotificationStream, type Wake } from "../../src/platform/NotificationStream.ts"
 import * as Pooler from "../../testkit/Pooler.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
@@ -18,7 +19,7 @@ import * as TestDatabase from "../support/TestDatabase.ts"
 /** A database made directly, and PgBouncer in `mode` in front of the server. */
 const behind = (mode: Pooler.PoolMode) =>
   Effect.gen(function* () {
-    const { name, url } = yield* TestDatabase.cloneForProcesses("pooler")
+    const { name, directUrl: url } = yield* TestDatabase.cloneForProcesses("pooler")
     const pooler = yield* Pooler.start(Pooler.targetOf(inject("pgAdminUrl")), mode)
     return { direct: url, pooled: pooler.urlOf(name) }
   })
@@ -135,6 +136,23 @@ describe("behind a pooler", () => {
           variable: "DATABASE_URL",
         })
         yield* notifyReaches(context)
+      }).pipe(Effect.scoped),
+    60_000,
+  )
+
+  it.live(
+    "MigrateThroughTransactionPooler: every migration applies to an empty database through PgBouncer in transaction mode, and a second run finds the schema current",
+    () =>
+      Effect.gen(function* () {
+        const name = `t_pooler_migrate_${process.pid}_${Date.now()}`
+        yield* Effect.acquireRelease(TestDatabase.adminSql(`CREATE DATABASE "${name}"`), () =>
+          TestDatabase.adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
+        )
+        const pooler = yield* Pooler.start(Pooler.targetOf(inject("pgAdminUrl")), "transaction")
+        const context = yield* started({ DATABASE_URL: pooler.urlOf(name) })
+        const first = yield* Migrations.run.pipe(Effect.provide(context))
+        assert.strictEqual(first.length, Object.keys(Migrations.migrations).length)
+        assert.deepStrictEqual(yield* Migrations.run.pipe(Effect.provide(context)), [])
       }).pipe(Effect.scoped),
     60_000,
   )
