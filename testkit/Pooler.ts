@@ -11,13 +11,12 @@
  * - pgbouncer refuses to run as root, so as root it runs as the embedded server's OS user
  *   (`postgres`), which owns its folder.
  */
-import { type ChildProcess, execFile, spawn } from "node:child_process"
+import { type ChildProcess, execFile, execFileSync, spawn } from "node:child_process"
 import { chownSync, writeFileSync } from "node:fs"
 import { connect } from "node:net"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect, Redacted, Schedule } from "effect"
-import * as EmbeddedServerUser from "../src/platform/EmbeddedServerUser.ts"
 import { freePort, tempFolder } from "./EmbeddedServer.ts"
 
 const script = fileURLToPath(new URL("../.ci/pgbouncer", import.meta.url))
@@ -28,6 +27,16 @@ export const executable = Effect.callback<string>((resume) => {
     resume(error === null ? Effect.succeed(stdout.trim()) : Effect.die(`.ci/pgbouncer failed: ${stderr}`)),
   )
 })
+
+/**
+ * As root, the OS user the embedded server runs as (`postgres`, which that server's start made),
+ * since pgbouncer refuses to run as root; otherwise the current user (`undefined`).
+ */
+const runAs = (): { readonly uid: number; readonly gid: number } | undefined => {
+  if (process.getuid?.() !== 0) return undefined
+  const id = (flag: string) => Number(execFileSync("id", [flag, "postgres"], { encoding: "utf8" }).trim())
+  return { uid: id("-u"), gid: id("-g") }
+}
 
 export type PoolMode = "transaction" | "session"
 
@@ -96,7 +105,7 @@ const stop = (child: ChildProcess) =>
 export const start = (target: Target, mode: PoolMode) =>
   Effect.gen(function* () {
     const bin = yield* executable
-    const user = yield* Effect.orDie(EmbeddedServerUser.resolve)
+    const user = yield* Effect.sync(runAs)
     const folder = yield* tempFolder("bothy-pgbouncer-", { open: true })
     const port = yield* freePort
     const files = {
@@ -111,7 +120,7 @@ export const start = (target: Target, mode: PoolMode) =>
     let log = ""
     const child = yield* Effect.acquireRelease(
       Effect.sync(() => {
-        const c = spawn(bin, [files.config], { ...EmbeddedServerUser.spawnAs(user), stdio: ["ignore", "pipe", "pipe"] })
+        const c = spawn(bin, [files.config], { ...(user ?? {}), stdio: ["ignore", "pipe", "pipe"] })
         c.stdout.on("data", (chunk) => {
           log += chunk
         })
