@@ -22,10 +22,14 @@
  * One run at a time across workers (`RetentionLease`): a run that finds the lease held does nothing
  * and says so (`busy`); the holder's run does the work, and the next run after it any left over.
  *
- * DETACH CONCURRENTLY cannot run in a transaction block or beside another statement (FINALIZE
- * can, but waits for old readers just the same): each runs alone on a connection reserved for it, under a lock timeout (it never queues for long
- * behind a lock) and a statement timeout (a reader that never ends cannot hold it for ever: it is
- * left pending, and the next run finishes it). Two workers running at once only get in each
+ * Every statement runs under a lock timeout (it never queues for long behind a lock) and a
+ * statement timeout (a reader that never ends cannot hold a detach for ever: it is left pending,
+ * and the next run finishes it). FINALIZE and the drops run each in a transaction of its own with
+ * the timeouts `SET LOCAL`, which a transaction pooler carries. DETACH CONCURRENTLY cannot run in a
+ * transaction block or beside another statement, so its timeouts are session settings: it runs
+ * alone on a session of its own (`DatabaseSessions`: a reserved connection, or one over
+ * `DATABASE_DIRECT_URL`); behind a transaction pooler without a direct URL it is skipped with
+ * `PoolerSessionOnly`, which names the variable to set. Two workers running at once only get in each
  * other's way (the lease above keeps them apart while it holds): the loser's statement fails on the
  * lock or finds the work done, and is skipped.
  *
@@ -36,9 +40,11 @@
  * dropped first (each alone, a second apart) up to 42 ms, an hour leaf at a time (200 ms apart)
  * up to 14 ms; without online discard, up to 12 ms in one statement (docs/retention.md).
  */
-import { Clock, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
+import type { PoolerSessionOnly } from "../platform/DatabaseSessions.ts"
+import * as DatabaseSessions from "../platform/DatabaseSessions.ts"
 import { pgFailure } from "../platform/PgError.ts"
 import * as SqlInterval from "../platform/SqlInterval.ts"
 import * as EventLogDetach from "./EventLogDetach.ts"
@@ -86,24 +92,43 @@ const oldDays = (sql: SqlClient.SqlClient, cutoff: Date) =>
       AND ${EventLogPartitions.dayOf(sql, sql`c.relname`)} + 1 <= (${cutoff.toISOString()}::timestamptz AT TIME ZONE 'UTC')::date
     ORDER BY c.relname`
 
-/** Runs `statement` alone on a reserved connection, under the timeouts; reset before it goes back to the pool. */
-const alone = (sql: SqlClient.SqlClient, statement: string, options: Required<RetentionOptions>) =>
+type Timeouts = Pick<Required<RetentionOptions>, "lockTimeout" | "statementTimeout">
+
+const timeouts = (options: Timeouts) =>
+  [
+    ["lock_timeout", String(Duration.toMillis(options.lockTimeout))],
+    ["statement_timeout", String(Duration.toMillis(options.statementTimeout))],
+  ] as const
+
+/** Runs `statement` in a transaction of its own, under the timeouts (`SET LOCAL`). */
+const inTransaction = (sql: SqlClient.SqlClient, statement: string, options: Timeouts) =>
+  sql.withTransaction(
+    Effect.andThen(
+      Effect.forEach(timeouts(options), ([name, value]) => sql.unsafe(`SET LOCAL ${name} = ${value}`), {
+        discard: true,
+      }),
+      sql.unsafe(statement),
+    ),
+  )
+
+/**
+ * Runs `statement`, which cannot run in a transaction block, alone on a session of its own under
+ * the timeouts: reserved from the pool (and reset before it goes back), or over the direct URL.
+ */
+const alone = (sql: SqlClient.SqlClient, statement: string, options: Timeouts) =>
   Effect.scoped(
     Effect.gen(function* () {
+      const target = yield* DatabaseSessions.session("retention's DETACH PARTITION ... CONCURRENTLY")
+      if (Option.isSome(target.url)) {
+        const settings = timeouts(options).map(([name, value]) => `SET ${name} = ${value}`)
+        return yield* DatabaseSessions.runOnOwnSession(target.url.value, target.ssl, [...settings, statement])
+      }
       const connection = yield* sql.reserve
-      const set = (name: string, value: string) => connection.executeRaw(`SET ${name} = ${value}`, [])
+      const each = (f: (setting: readonly [string, string]) => string) =>
+        Effect.forEach(timeouts(options), (setting) => connection.executeRaw(f(setting), []), { discard: true })
       yield* Effect.acquireRelease(
-        Effect.andThen(
-          set("lock_timeout", String(Duration.toMillis(options.lockTimeout))),
-          set("statement_timeout", String(Duration.toMillis(options.statementTimeout))),
-        ),
-        () =>
-          Effect.ignore(
-            Effect.andThen(
-              connection.executeRaw("RESET lock_timeout", []),
-              connection.executeRaw("RESET statement_timeout", []),
-            ),
-          ),
+        each(([name, value]) => `SET ${name} = ${value}`),
+        () => Effect.ignore(each(([name]) => `RESET ${name}`)),
       )
       yield* connection.executeRaw(statement, [])
     }),
@@ -161,25 +186,32 @@ const runHeld = Effect.fnUntraced(function* (options: RetentionOptions) {
   const now = yield* Clock.currentTimeMillis
   const cutoff = new Date(now - Duration.toMillis(settings.retention))
   const skipped: Array<{ partition: string; reason: string }> = []
-  const attempt = (partition: string, statement: string) =>
-    alone(sql, statement, settings).pipe(
+  const attempt = (partition: string, statement: Effect.Effect<unknown, SqlError | PoolerSessionOnly>) =>
+    statement.pipe(
       Effect.as(true),
-      Effect.catch((e: SqlError) =>
+      Effect.catch((e) =>
         Effect.sync(() => {
-          skipped.push({ partition, reason: pgFailure(e).message })
+          skipped.push({ partition, reason: e._tag === "PoolerSessionOnly" ? e.message : pgFailure(e).message })
           return false
         }),
       ),
     )
+  const inOne = (statement: string) => inTransaction(sql, statement, settings)
 
   const finalized: Array<string> = []
   for (const { name } of yield* EventLogDetach.pending(sql)) {
-    if (yield* attempt(name, `ALTER TABLE event_log DETACH PARTITION ${quoted(name)} FINALIZE`)) finalized.push(name)
+    if (yield* attempt(name, inOne(`ALTER TABLE event_log DETACH PARTITION ${quoted(name)} FINALIZE`)))
+      finalized.push(name)
   }
   const detached: Array<string> = []
   for (const day of yield* oldDays(sql, cutoff)) {
     if (!day.attached || day.pending) continue
-    if (yield* attempt(day.name, `ALTER TABLE event_log DETACH PARTITION ${quoted(day.name)} CONCURRENTLY`))
+    if (
+      yield* attempt(
+        day.name,
+        alone(sql, `ALTER TABLE event_log DETACH PARTITION ${quoted(day.name)} CONCURRENTLY`, settings),
+      )
+    )
       detached.push(day.name)
   }
   const dropped: Array<string> = []
@@ -190,7 +222,7 @@ const runHeld = Effect.fnUntraced(function* (options: RetentionOptions) {
     let whole = pieces.length > 0
     for (const [i, statement] of pieces.entries()) {
       if (i > 0) yield* Effect.sleep(settings.dropPause)
-      if (!(yield* attempt(day.name, statement))) {
+      if (!(yield* attempt(day.name, inOne(statement)))) {
         whole = false
         break
       }

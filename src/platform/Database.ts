@@ -1,14 +1,21 @@
 /**
  * The PostgreSQL connection every bothy service uses: `DATABASE_URL` when it is set, otherwise an
  * embedded PostgreSQL 18 kept under `BOTHY_HOME` (default `.bothy/` in the working folder), whose
- * lifetime is the layer's. The URL's TLS parameters keep libpq's meaning (`DatabaseTls`). Either way the first connection is made while the layer is built, so a
- * server that cannot be reached stops the start with one line naming it and the cause.
+ * lifetime is the layer's. The URLs' TLS parameters keep libpq's meaning (`DatabaseTls`). Either
+ * way the first connection is made while the layer is built, so a server that cannot be reached
+ * stops the start with one line naming it and the cause.
+ *
+ * With `DATABASE_URL`, the start also finds whether a pooler stands in between, and in which mode
+ * (`DatabaseSessions`): behind one the pool prepares no statements (a statement prepared on one
+ * server connection is unknown to the next), and what needs a session of its own goes over
+ * `DATABASE_DIRECT_URL` when it is set. One line at start says which.
  */
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { envName, parseCount, parseText, setting, variable } from "./BothyConfig.ts"
+import { envName, InvalidConfig, parseCount, parseText, setting, variable } from "./BothyConfig.ts"
+import * as DatabaseSessions from "./DatabaseSessions.ts"
 import * as DatabaseTls from "./DatabaseTls.ts"
 import * as DatabaseUnavailable from "./DatabaseUnavailable.ts"
 import * as EmbeddedPostgres from "./EmbeddedPostgres.ts"
@@ -18,6 +25,11 @@ import * as PostgresVersion from "./PostgresVersion.ts"
 // Set but empty is refused rather than read as unset: a deploy whose URL failed to render must
 // never start an embedded server and write to a local database instead.
 const databaseUrl = variable("DATABASE_URL", { unset: "to run an embedded PostgreSQL" })
+
+/** A direct connection for what a transaction pooler on `DATABASE_URL` cannot carry (LISTEN). */
+export const directUrl = variable("DATABASE_DIRECT_URL", {
+  unset: "when DATABASE_URL reaches PostgreSQL directly (or LISTEN may give way to polling)",
+})
 
 /** Whether `DATABASE_URL` is set (otherwise bothy runs an embedded server). */
 export const external = Effect.map(databaseUrl, Option.isSome)
@@ -57,14 +69,13 @@ export const layer = Layer.unwrap(
   Effect.gen(function* () {
     const url = yield* databaseUrl
     const maxConnections = yield* setting("database.pool_size", "10", parseCount(1, 1000))
-    if (Option.isSome(url)) {
-      const target = DatabaseUnavailable.redactedUrl(Redacted.value(url.value)) ?? "a URL that does not parse"
-      const ssl = yield* DatabaseTls.fromUrl(Redacted.value(url.value), "DATABASE_URL")
-      const config = { url: url.value, maxConnections, applicationName: "bothy", ...(ssl === undefined ? {} : { ssl }) }
-      return Layer.merge(
-        connected(config, target, "DATABASE_URL"),
-        Layer.succeed(DatabaseServer, DatabaseServer.of({ embedded: false, exited: Effect.never })),
-      )
+    const direct = yield* directUrl
+    if (Option.isSome(url)) return yield* externalLayer(url.value, direct, maxConnections)
+    if (Option.isSome(direct)) {
+      return yield* new InvalidConfig({
+        keys: [DatabaseSessions.directVariable],
+        detail: `${DatabaseSessions.directVariable} is set but DATABASE_URL is not; set both, or neither to run an embedded PostgreSQL`,
+      })
     }
     const dir = yield* home
     const port = yield* setting("embedded_port", "54329", parseCount(1, 65535))
@@ -99,6 +110,62 @@ export const layer = Layer.unwrap(
     )
   }),
 )
+
+const targetOf = (url: Redacted.Redacted) =>
+  DatabaseUnavailable.redactedUrl(Redacted.value(url)) ?? "a URL that does not parse"
+
+/** Host and port only, as a pooler is named in lines. */
+const hostOf = (url: Redacted.Redacted) => {
+  try {
+    return new URL(Redacted.value(url)).host
+  } catch {
+    return "DATABASE_URL"
+  }
+}
+
+/** The pool on `DATABASE_URL` and where sessions of their own go (see the module header). */
+const externalLayer = (url: Redacted.Redacted, direct: Option.Option<Redacted.Redacted>, maxConnections: number) =>
+  Effect.gen(function* () {
+    const target = targetOf(url)
+    const ssl = yield* DatabaseTls.fromUrl(Redacted.value(url), "DATABASE_URL")
+    const directSsl = Option.isSome(direct)
+      ? yield* DatabaseTls.fromUrl(Redacted.value(direct.value), DatabaseSessions.directVariable)
+      : undefined
+    const route = yield* DatabaseSessions.detect({ url, ...(ssl && { ssl }) }, hostOf(url)).pipe(
+      Effect.mapError((e) => DatabaseUnavailable.describe(e, target, "DATABASE_URL")),
+    )
+    if (Option.isSome(direct)) {
+      // Checked at start like DATABASE_URL, so a wrong one stops the start rather than the listener.
+      yield* DatabaseSessions.detect(
+        { url: direct.value, ...(directSsl && { ssl: directSsl }) },
+        hostOf(direct.value),
+      ).pipe(
+        Effect.mapError((e) =>
+          DatabaseUnavailable.describe(e, targetOf(direct.value), DatabaseSessions.directVariable),
+        ),
+      )
+    }
+    const sessions: DatabaseSessions.DatabaseSessions = {
+      route,
+      session: Option.isSome(direct)
+        ? Option.some({ url: direct, ssl: directSsl, variable: DatabaseSessions.directVariable })
+        : route._tag === "Pooler" && route.mode === "transaction"
+          ? Option.none()
+          : Option.some({ url: Option.none(), variable: "DATABASE_URL" }),
+    }
+    yield* route._tag === "Direct" && Option.isNone(direct)
+      ? Effect.logDebug(DatabaseSessions.describe(sessions))
+      : Effect.logInfo(DatabaseSessions.describe(sessions))
+    return Layer.mergeAll(
+      connected(
+        { url, maxConnections, applicationName: "bothy", prepare: route._tag === "Direct", ...(ssl && { ssl }) },
+        target,
+        "DATABASE_URL",
+      ),
+      Layer.succeed(DatabaseServer, DatabaseServer.of({ embedded: false, exited: Effect.never })),
+      Layer.succeed(DatabaseSessions.DatabaseSessions, sessions),
+    )
+  })
 
 /** Applies pending migrations while the layer is built. */
 export const migrate = Layer.effectDiscard(

@@ -7,7 +7,8 @@
  * (re)connect, after which they catch up from their durable state; their poll interval covers the
  * rest. A lost connection is re-established with capped exponential backoff.
  *
- *   connect -> LISTEN every subscribed channel -> wake every subscriber -> deliver ... -> lost -> backoff -> connect
+ *   connect -> probe heard -> LISTEN every subscribed channel -> wake every subscriber -> deliver ... -> lost -> backoff -> connect
+ *                 unheard -> poll-only: wake every subscriber once, no more connects
  *
  * No lost wake-up between a subscription and its LISTEN: subscriptions and connects take turns
  * (one lock). A subscription while connected returns once its channel is listened to (LISTEN is
@@ -17,25 +18,20 @@
  * The connection is also the process's sign of life (`sessions`): it is open for the process's
  * whole life, and PostgreSQL drops it the moment the process dies, so other processes can tell a
  * dead process from a slow one by looking for its backend in `pg_stat_activity` (the job runtime
- * does, `JobLiveness`). Each connect reads its backend's pid and `backend_start` (a pid alone can be
- * reused); when the pid PostgreSQL reports is not the one the connection got at start-up, a pooler
- * stands in between (PgBouncer, Supavisor and RDS Proxy hand out keys of their own), whose server
- * connections outlive their clients, and the backend is reported as unknown.
+ * does, `JobLiveness`). Each connect reads its backend (`ListenBackend`: none behind a pooler).
+ *
+ * It never pretends to listen. The connection goes where sessions of their own go
+ * (`DatabaseSessions`: `DATABASE_DIRECT_URL`, or `DATABASE_URL` when no transaction pooler stands
+ * in between), and each one proves it hears a NOTIFY sent from the pool (`NotifyProbe`) before
+ * anyone is told it listens. Where there is nowhere to listen, or a probe goes unheard, the stream
+ * turns poll-only for the process's life and says so in one line: every subscriber is woken once
+ * (so it catches up) and from then on only its poll interval wakes it.
  */
 import { PgClient, PgConnection } from "@effect/sql-pg"
-import {
-  Cause,
-  Context,
-  Deferred,
-  type Duration,
-  Effect,
-  Layer,
-  Option,
-  Queue,
-  Schedule,
-  Scope,
-  Semaphore,
-} from "effect"
+import { Cause, Context, Deferred, Duration, Effect, Layer, Option, Queue, Schedule, Scope, Semaphore } from "effect"
+import { DatabaseSessions, type SessionTarget } from "./DatabaseSessions.ts"
+import { type Backend, backendOf } from "./ListenBackend.ts"
+import * as NotifyProbe from "./NotifyProbe.ts"
 
 export type Wake =
   /** A notification on the channel, with its payload. */
@@ -45,22 +41,22 @@ export type Wake =
 
 type Handler = (wake: Wake) => Effect.Effect<void>
 
-/**
- * A PostgreSQL backend as `pg_stat_activity` shows it: its pid and when it started (ISO 8601 in
- * UTC, to the microsecond, as PostgreSQL keeps it), which together never name another backend.
- */
-export interface Backend {
-  readonly pid: number
-  readonly started: string
-}
-
 export type SessionEvent =
   /** Connected and listening; `backend` is none when a pooler stands in between. */
   | { readonly _tag: "Connected"; readonly backend: Option.Option<Backend> }
   /** The connection is gone (or abandoned); a new one follows. */
   | { readonly _tag: "Lost" }
 
+export type { Backend }
+
 type SessionHandler = (event: SessionEvent) => Effect.Effect<void>
+
+/** How subscribers are woken, as settled by the first connection (or at once, when there is nowhere to listen). */
+export type Wakeups =
+  /** LISTEN heard its probe over the connection `variable` names. */
+  | { readonly _tag: "Notify"; readonly variable: string }
+  /** No LISTEN: only each subscriber's poll interval wakes it; `reason` is the line that said so. */
+  | { readonly _tag: "PollOnly"; readonly reason: string }
 
 /**
  * One line at warn (a lost connection is expected now and then, and retried), the whole cause at
@@ -102,6 +98,9 @@ interface Registry {
    * wake-ups: so no channel is added in between, unlistened and unwoken.
    */
   readonly turn: Semaphore.Semaphore
+  /** Settled once, by the first probe (or at once); poll-only for good once it says so. */
+  readonly wakeups: Deferred.Deferred<Wakeups>
+  pollOnly: boolean
 }
 
 /** PostgreSQL's limit for a channel name (NAMEDATALEN - 1 bytes). */
@@ -112,24 +111,6 @@ const dispatch = (registry: Registry, channel: string, wake: Wake) =>
 
 const dispatchSession = (registry: Registry, event: SessionEvent) =>
   Effect.forEach(registry.sessionHandlers, (h) => h(event), { discard: true })
-
-/** The connection's backend as `pg_stat_activity` shows it; none when the pid is not the start-up one (a pooler). */
-const backendOf = (connection: PgConnection.PgConnection) =>
-  connection
-    .query(
-      `SELECT pid, to_char(backend_start AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"Z"') AS started
-       FROM pg_stat_activity WHERE pid = pg_backend_pid()`,
-    )
-    .pipe(
-      Effect.map((result): Option.Option<Backend> => {
-        const row = result.rows[0]
-        const pid = Number(row?.pid)
-        const started = row?.started
-        return pid === connection.processId && typeof started === "string"
-          ? Option.some({ pid, started })
-          : Option.none()
-      }),
-    )
 
 /** LISTENs on `channel` in `session` and reads its queue there; a failure ends the session. */
 const listen = (registry: Registry, session: Session, channel: string) =>
@@ -147,14 +128,53 @@ const listen = (registry: Registry, session: Session, channel: string) =>
     Effect.andThen(Effect.sync(() => session.listening.add(channel))),
   )
 
-/** One connection, from connect to loss: LISTEN on every channel subscribed, wake every subscriber, deliver. */
-const session = (registry: Registry, config: PgClient.PgClientConfig) =>
+/** Turns the stream poll-only for good: one line, every subscriber woken once, a session of none. */
+const pollOnly = (registry: Registry, reason: string) =>
+  registry.turn.withPermit(
+    Effect.gen(function* () {
+      registry.pollOnly = true
+      yield* Effect.logWarning(`wake-ups by polling only: ${reason}`)
+      yield* Deferred.succeed(registry.wakeups, { _tag: "PollOnly", reason })
+      yield* Effect.forEach(registry.handlers.keys(), (c) => dispatch(registry, c, { _tag: "Connected" }), {
+        discard: true,
+      })
+      yield* dispatchSession(registry, { _tag: "Connected", backend: Option.none() })
+    }),
+  )
+
+interface Listener {
+  readonly pool: PgClient.PgClient
+  readonly target: SessionTarget
+  readonly probeTimeout: Duration.Input
+}
+
+/** The end of a session: lost (connect again), or its probe went unheard (poll-only, no more connects). */
+type Ended = "Lost" | "PollOnly"
+
+/**
+ * One connection, from connect to loss: its probe heard, LISTEN on every channel subscribed, wake
+ * every subscriber, deliver.
+ */
+const session = (registry: Registry, listener: Listener): Effect.Effect<Ended, unknown> =>
   Effect.scoped(
     Effect.gen(function* () {
+      const { pool, target, probeTimeout } = listener
+      const config = Option.match(target.url, {
+        onNone: () => pool.config,
+        onSome: (url) => ({ url, ...(target.ssl && { ssl: target.ssl }) }),
+      })
       const socket = yield* PgConnection.make({ ...config, applicationName: "bothy-listen" })
       // Every LISTEN shares this one pinned connection (re-pinning a pinned view is a no-op;
       // listening on the bare connection would queue each channel behind the previous pin).
       const connection = yield* socket.pin
+      if (!(yield* NotifyProbe.heard(connection, pool, probeTimeout))) {
+        yield* pollOnly(
+          registry,
+          `LISTEN over ${target.variable} did not hear its own NOTIFY within ${Duration.format(Duration.fromInputUnsafe(probeTimeout))} ` +
+            `(a transaction pooler in between?); set DATABASE_DIRECT_URL to a direct connection for NOTIFY wake-ups`,
+        )
+        return "PollOnly"
+      }
       const current: Session = {
         connection,
         scope: yield* Effect.scope,
@@ -169,6 +189,8 @@ const session = (registry: Registry, config: PgClient.PgClientConfig) =>
           registry.live = current
           yield* Effect.forEach(channels, (c) => dispatch(registry, c, { _tag: "Connected" }), { discard: true })
           yield* dispatchSession(registry, { _tag: "Connected", backend: current.backend })
+          if (yield* Deferred.succeed(registry.wakeups, { _tag: "Notify", variable: target.variable }))
+            yield* Effect.logInfo(`wake-ups by NOTIFY: LISTEN over ${target.variable} heard its probe`)
         }),
       )
       // The first failure (the connection died) ends the session, which then counts as a
@@ -182,6 +204,7 @@ const session = (registry: Registry, config: PgClient.PgClientConfig) =>
           }),
         ),
       )
+      return "Lost" as const
     }),
   )
 
@@ -194,6 +217,8 @@ const add = (registry: Registry, channel: string, handler: Handler) =>
     const subscribers = registry.handlers.get(channel) ?? new Set()
     registry.handlers.set(channel, subscribers)
     subscribers.add(handler)
+    // Nothing will ever listen: woken once, it catches up; its poll does the rest.
+    if (registry.pollOnly) return handler({ _tag: "Connected" })
     const current = registry.live
     if (current === undefined) return Effect.void
     return (current.listening.has(channel) ? Effect.void : listen(registry, current, channel)).pipe(
@@ -234,6 +259,8 @@ export class NotificationStream extends Context.Service<
      * PostgreSQL no longer has it, while this socket has not heard), so that a new one is made.
      */
     readonly abandon: (backend: Backend) => Effect.Effect<void>
+    /** How subscribers are woken, once the first connection settled it (`Wakeups`). */
+    readonly wakeups: Effect.Effect<Wakeups>
   }
 >()("bothy/NotificationStream") {
   static readonly layer = (
@@ -241,6 +268,8 @@ export class NotificationStream extends Context.Service<
       base: "50 millis",
       cap: "5 seconds",
     },
+    /** How long a connection's probe waits for its NOTIFY (`NotifyProbe`). */
+    probeTimeout: Duration.Input = NotifyProbe.defaultTimeout,
   ) =>
     Layer.effect(
       NotificationStream,
@@ -251,17 +280,29 @@ export class NotificationStream extends Context.Service<
           sessionHandlers: new Set(),
           live: undefined,
           turn: yield* Semaphore.make(1),
+          wakeups: yield* Deferred.make<Wakeups>(),
+          pollOnly: false,
         }
-        yield* session(registry, pg.config).pipe(
-          Effect.tapCause((cause) => logLoss("LISTEN connection failed", cause)),
-          Effect.retry(
-            Schedule.min([Schedule.exponential(reconnect.base), Schedule.spaced(reconnect.cap)]).pipe(
-              Schedule.jittered,
+        const { route, session: target } = yield* DatabaseSessions
+        if (Option.isNone(target)) {
+          const at = route._tag === "Pooler" ? ` at ${route.at}` : ""
+          yield* pollOnly(
+            registry,
+            `DATABASE_URL goes through a transaction pooler${at}, which cannot carry LISTEN; ` +
+              `set DATABASE_DIRECT_URL to a direct connection for NOTIFY wake-ups`,
+          )
+        } else {
+          yield* session(registry, { pool: pg, target: target.value, probeTimeout }).pipe(
+            Effect.tapCause((cause) => logLoss("LISTEN connection failed", cause)),
+            Effect.retry(
+              Schedule.min([Schedule.exponential(reconnect.base), Schedule.spaced(reconnect.cap)]).pipe(
+                Schedule.jittered,
+              ),
             ),
-          ),
-          Effect.forever,
-          Effect.forkScoped,
-        )
+            Effect.repeat({ until: (ended) => ended === "PollOnly" }),
+            Effect.forkScoped,
+          )
+        }
         return NotificationStream.of({
           subscribe: (channel, handler) =>
             Effect.acquireRelease(registry.turn.withPermit(add(registry, channel, handler)), () =>
@@ -276,11 +317,13 @@ export class NotificationStream extends Context.Service<
                 Effect.suspend(() => {
                   registry.sessionHandlers.add(handler)
                   const current = registry.live
+                  if (registry.pollOnly) return handler({ _tag: "Connected", backend: Option.none() })
                   return current === undefined ? Effect.void : handler({ _tag: "Connected", backend: current.backend })
                 }),
               ),
               () => Effect.sync(() => registry.sessionHandlers.delete(handler)),
             ),
+          wakeups: Deferred.await(registry.wakeups),
           abandon: (backend) =>
             Effect.suspend(() => {
               const current = registry.live

@@ -42,14 +42,9 @@ describe("rights and audiences without code", () => {
           BOTHY_ADMIN_TOKEN: token,
           ...pair,
         })
-        const served = yield* worker.waitFor(/admin API served on /)
+        const admin = yield* TestAdmin.clientOf(worker, token)
         yield* worker.waitFor(/worker running \(consumers: webhooks, push;/)
-        const admin = TestAdmin.client(/admin API served on (http:\/\/[^\s"]+)/.exec(served)![1]!, { token })
-        const cli = (...args: Array<string>) =>
-          Effect.map(NodeProcess.run(NodeProcess.bothy, args, { DATABASE_URL: url }), (done) => {
-            assert.strictEqual(done.code, 0, done.stderr)
-            return done.stdout
-          })
+        const cli = NodeProcess.cli({ DATABASE_URL: url })
 
         // Webhooks: the subscription and its right over HTTP.
         const created = yield* admin.post("/v1/subscriptions", {

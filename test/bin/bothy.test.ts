@@ -15,12 +15,11 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import * as Migrations from "../../src/platform/Migrations.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
-import { withDatabase } from "../../testkit/DatabaseUrl.ts"
 import * as EmbeddedServer from "../../testkit/EmbeddedServer.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as EmbeddedWorker from "../support/EmbeddedWorker.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
-import { adminSql } from "../support/TestDatabase.ts"
+import { adminSql, codeUrl } from "../support/TestDatabase.ts"
 
 /** A database of its own for the command, dropped with the scope: a clone of the migrated template, or empty. */
 const scratchDatabase = (prefix: string, from: "template" | "empty") =>
@@ -30,7 +29,7 @@ const scratchDatabase = (prefix: string, from: "template" | "empty") =>
     yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}"${template}`), () =>
       adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
     )
-    return withDatabase(inject("pgAdminUrl"), name)
+    return codeUrl(name)
   })
 
 describe("bothy command", () => {

@@ -135,6 +135,7 @@ for (const mode of LogModes.modes) {
           backendPid: Effect.succeed(Option.none()),
           sessions: () => Effect.void,
           abandon: () => Effect.void,
+          wakeups: Effect.succeed({ _tag: "PollOnly", reason: "a silent stream" }),
         })
         const { outcomes } = yield* startConsumer("woken_by_poll", "5 seconds").pipe(Effect.provide(silent))
         assert.strictEqual((yield* Queue.take(outcomes))._tag, "CaughtUp")

@@ -61,15 +61,7 @@ describe("push messages sent again after a worker is killed", () => {
         const browsers = yield* member(service, "team", "ann", 2).pipe(Effect.provide(host))
         for (const b of browsers) service.script(b.browser.id, [{ hang: true }])
 
-        const env = {
-          DATABASE_URL: url,
-          BOTHY_WEBHOOK_SECRET_KEY: WorkerProcess.rawKey(),
-          BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK: "true",
-          BOTHY_PUSH_HOSTS: "*",
-          BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.publicKey,
-          BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.privateKey,
-          BOTHY_PUSH_SUBJECT: TestPush.subject,
-        }
+        const env = { DATABASE_URL: url, ...WorkerProcess.deliveringEnv(vapid) }
         const first = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], env)
         yield* first.waitFor(/worker running \(consumers: webhooks, push;/)
         const { epoch, seq } = yield* Effect.gen(function* () {

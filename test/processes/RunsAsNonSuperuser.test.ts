@@ -54,7 +54,10 @@ const migratedAsRole = Effect.gen(function* () {
   assert.deepStrictEqual(complaints(migrated.stdout + migrated.stderr), [])
   const startWorker = (key: string, env: Record<string, string> = {}) =>
     WorkerProcess.start(key, { DATABASE_URL: owned.url, ...env }).pipe(
-      Effect.provideService(TestDatabase.TestDatabase, TestDatabase.TestDatabase.of(owned)),
+      Effect.provideService(
+        TestDatabase.TestDatabase,
+        TestDatabase.TestDatabase.of({ ...owned, directUrl: owned.url }),
+      ),
     )
   return { ...owned, startWorker }
 })

@@ -34,8 +34,10 @@ import * as WebhookConfig from "../../src/webhooks/WebhookConfig.ts"
 
 const root = join(import.meta.dirname, "..", "..")
 
-/** The one variable that is not a `BOTHY_...` setting. */
+/** The variables that are not `BOTHY_...` settings. */
 const databaseUrl = "DATABASE_URL"
+const databaseDirectUrl = "DATABASE_DIRECT_URL"
+const plain: ReadonlySet<string> = new Set([databaseUrl, databaseDirectUrl])
 
 /** What each setting means, in the table's order. Bounds that the code checks are named here too. */
 export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = [
@@ -132,10 +134,14 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
     databaseUrl,
     "an external PostgreSQL, 15 to 18 (older is refused at start); TLS by libpq's `sslmode`/`sslrootcert` ([operations.md](operations.md#your-own-postgresql)); when set, no embedded server starts",
   ],
+  [
+    databaseDirectUrl,
+    "a direct connection to the same database, for what a transaction pooler on `DATABASE_URL` cannot carry: LISTEN and retention's detaches (see [operations.md](operations.md#behind-a-pooler))",
+  ],
 ]
 
 /** The variable a key is read from. */
-export const variableOf = (key: string) => (key === databaseUrl ? databaseUrl : BothyConfig.envName(key))
+export const variableOf = (key: string) => (plain.has(key) ? key : BothyConfig.envName(key))
 
 // ---------------------------------------------------------------------------------------------
 // Asking the code for each default
@@ -197,6 +203,7 @@ const probes: Record<string, Probe> = {
   "admin.token": read(AdminAuth.loadToken),
   "admin.max_body_bytes": read(AdminServer.loadMaxBodyBytes),
   [databaseUrl]: read(Database.external),
+  [databaseDirectUrl]: read(Database.directUrl),
 }
 
 /** A setting whose reader could not be asked, or did not answer as expected. */
@@ -279,7 +286,7 @@ export const generate: Effect.Effect<string, ProbeFailed> = Effect.gen(function*
   for (const [key, meaning] of meanings) {
     const fallback = yield* defaultOf(key)
     rows.push([
-      key === databaseUrl ? "—" : `\`${key}\``,
+      plain.has(key) ? "—" : `\`${key}\``,
       `\`${variableOf(key)}\``,
       Option.match(fallback, { onNone: () => "unset", onSome: (d) => (d === "" ? "unset" : `\`${d}\``) }),
       meaning,

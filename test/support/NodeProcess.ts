@@ -122,3 +122,13 @@ const killGroup = (pgid: number) => {
 /** Runs to completion. */
 export const run = (entry: string, args: ReadonlyArray<string>, env: Record<string, string | undefined> = {}) =>
   Effect.scoped(Effect.flatMap(start(entry, args, env), (p) => p.exited))
+
+/** The `bothy` command with `env`: each call runs it to the end, dies unless it exits 0, and gives its stdout. */
+export const cli =
+  (env: Record<string, string | undefined>) =>
+  (...args: Array<string>) =>
+    Effect.flatMap(run(bothy, args, env), (done) =>
+      done.code === 0
+        ? Effect.succeed(done.stdout)
+        : Effect.die(`bothy ${args.join(" ")} exited ${done.code}: ${done.stderr}`),
+    )

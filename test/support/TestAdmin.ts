@@ -67,3 +67,9 @@ export const client = (
     call(base, method, path, { ...auth, ...(body === undefined ? {} : { body }) })
   return { get: as("GET"), post: as("POST"), patch: as("PATCH"), delete: as("DELETE") }
 }
+
+/** A client of the admin API a `bothy worker` child serves (from its start line), with `token`. */
+export const clientOf = (worker: { readonly waitFor: (pattern: RegExp) => Effect.Effect<string> }, token: string) =>
+  Effect.map(worker.waitFor(/admin API served on /), (line) =>
+    client(/admin API served on (http:\/\/[^\s"]+)/.exec(line)![1]!, { token }),
+  )

@@ -6,7 +6,6 @@ import { randomBytes } from "node:crypto"
 import { PgClient } from "@effect/sql-pg"
 import { type Duration, Effect, Layer, Queue, Redacted, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { inject } from "vitest"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as Consumer from "../../src/consumer/Consumer.ts"
@@ -20,7 +19,6 @@ import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import { withDatabase } from "../../testkit/DatabaseUrl.ts"
 import * as TestDatabase from "./TestDatabase.ts"
 
 export const secretKey = () => Effect.runSync(SecretBox.parseKey(Redacted.make(randomBytes(32).toString("base64"))))
@@ -70,10 +68,17 @@ export const layerAt = (
   name: string,
   options: LayerOptions & { readonly secretKey: SecretBox.SecretKey; readonly url?: string },
 ) => {
-  const url = options.url ?? withDatabase(inject("pgAdminUrl"), name)
+  const pool =
+    options.url === undefined
+      ? TestDatabase.codePool(name, options.pool)
+      : PgClient.layer({ url: Redacted.make(options.url), maxConnections: 10, ...options.pool })
+  const url = options.url ?? TestDatabase.codeUrl(name)
   const database = Layer.merge(
-    PgClient.layer({ url: Redacted.make(url), maxConnections: 10, ...options.pool }),
-    Layer.succeed(TestDatabase.TestDatabase, TestDatabase.TestDatabase.of({ name, url })),
+    pool,
+    Layer.succeed(
+      TestDatabase.TestDatabase,
+      TestDatabase.TestDatabase.of({ name, url, directUrl: options.url ?? TestDatabase.directUrl(name) }),
+    ),
   ).pipe(Layer.orDie)
   return WebhookSubscriptions.layer.pipe(Layer.provideMerge(services(database, options)))
 }
