@@ -33,6 +33,11 @@ export interface PushSettings {
   readonly registrationMaxAge: Duration.Duration
   /** Push deliveries a worker has in flight at once (its `push` queue's concurrency). */
   readonly maxInFlight: number
+  /**
+   * Certificates (PEM) trusted for push services besides the system's: for tests' push services
+   * only, never read from the environment (an operator has `NODE_EXTRA_CA_CERTS`).
+   */
+  readonly extraCa?: ReadonlyArray<string>
   /** Threads that encrypt messages off the event loop (`PushEncryption`); 0: on it. Absent: one per core. */
   readonly encryptionThreads?: number
 }
