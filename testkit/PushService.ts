@@ -1,6 +1,7 @@
 /**
- * The Web Push service fake that the tests and the chaos runs push to: plain HTTP on 127.0.0.1
- * (`LoopbackEndpoint`, the demo's), with a path per subscription, each made here as a browser makes
+ * The Web Push service fake that the tests and the chaos runs push to: plain HTTP/1.1 on 127.0.0.1
+ * (`LoopbackEndpoint`, the demo's), or with `tls` HTTP/2 and HTTP/1.1 by ALPN as the big push
+ * services speak (`TlsEndpoint`, trusted through `TestCertificate`), with a path per subscription, each made here as a browser makes
  * one (`WebPushBrowser.makeBrowser`: a P-256 key pair and 16 auth bytes).
  *
  * What it keeps true:
@@ -21,10 +22,11 @@
  * (`bench/plumbing/BenchPushService.ts`) runs the same checks on a thread of its own.
  */
 import { randomBytes } from "node:crypto"
-import type { ServerResponse } from "node:http"
+import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http"
 import { Clock, Effect, Queue } from "effect"
 import * as LoopbackEndpoint from "../src/demo/LoopbackEndpoint.ts"
 import * as WebPushBrowser from "../src/demo/WebPushBrowser.ts"
+import * as TlsEndpoint from "./TlsEndpoint.ts"
 
 export type { VapidClaims } from "../src/demo/WebPushBrowser.ts"
 
@@ -85,13 +87,31 @@ export interface Options {
   readonly onRejected?: (rejection: Rejection) => void
   /** After a failure answer to a subscription, its next message gets 201 whatever the script says. */
   readonly failuresApart?: boolean
-  /** How long an idle keep-alive connection stays open. */
+  /** How long an idle keep-alive connection stays open (plain HTTP only). */
   readonly keepAliveTimeout?: number
+  /** TLS with `TestCertificate`, HTTP/2 or HTTP/1.1 as the client's ALPN chooses (default: plain HTTP/1.1). */
+  readonly tls?: boolean
+}
+
+/** What the service answers through: an HTTP/1.1 or an HTTP/2 response. */
+interface Reply {
+  writeHead(status: number, headers?: OutgoingHttpHeaders): unknown
+  end(body: string): unknown
+}
+
+interface Arrival {
+  readonly request: { readonly headers: IncomingHttpHeaders }
+  readonly response: Reply
+  readonly path: string
+  readonly body: Buffer
+  readonly hold: () => void
 }
 
 export interface PushService {
-  /** `http://127.0.0.1:PORT`, also every token's expected `aud`. */
+  /** `http://127.0.0.1:PORT` (`https` with `tls`), also every token's expected `aud`. */
   readonly url: string
+  /** With `tls`: the HTTP/2 sessions and streams, and the HTTP/1.1 requests, so far. */
+  readonly counts: () => TlsEndpoint.Counts | undefined
   readonly delivered: Queue.Queue<Delivered>
   readonly rejected: Queue.Queue<Rejection>
   /** Waits for the next `n` delivered messages. */
@@ -125,8 +145,10 @@ const headersOf = (headers: Record<string, string | ReadonlyArray<string> | unde
   }
 }
 
-const answer = (response: ServerResponse, a: Exclude<Answer, { readonly hang: true }>) =>
-  response.writeHead(a.status, "retryAfter" in a ? { "retry-after": a.retryAfter } : {}).end()
+const answer = (response: Reply, a: Exclude<Answer, { readonly hang: true }>) => {
+  response.writeHead(a.status, "retryAfter" in a ? { "retry-after": a.retryAfter } : {})
+  response.end("")
+}
 
 const isFailure = (a: Answer) => "hang" in a || a.status >= 300
 
@@ -142,7 +164,7 @@ export const start = (options: Options = {}) =>
     const scripts = new Map<string, Array<Answer>>()
     const gone = new Set<string>()
     const failedLast = new Set<string>()
-    const hanging: Array<{ readonly response: ServerResponse; readonly entry: { status: number | undefined } }> = []
+    const hanging: Array<{ readonly response: Reply; readonly entry: { status: number | undefined } }> = []
     let origin = ""
 
     const nextAnswer = (id: string): Answer => {
@@ -151,55 +173,60 @@ export const start = (options: Options = {}) =>
       return scripts.get(id)?.shift() ?? scripts.get("all")?.shift() ?? { status: 201 }
     }
 
-    const reject = (response: ServerResponse, rejection: Rejection) => {
+    const reject = (response: Reply, rejection: Rejection) => {
       if (keep) {
         log.rejected.push(rejection)
         Queue.offerUnsafe(rejected, rejection)
       }
       options.onRejected?.(rejection)
-      response.writeHead(rejection.status).end(rejection.reason)
+      response.writeHead(rejection.status)
+      response.end(rejection.reason)
     }
 
-    const endpoint = yield* LoopbackEndpoint.listen(
-      ({ request, response, path, body, hold }) => {
-        const receivedAt = clock.currentTimeMillisUnsafe()
-        const headers = headersOf(request.headers)
-        const id = path.startsWith(pathPrefix) ? path.slice(pathPrefix.length) : ""
-        const subscription = subscriptions.get(id)
-        const base = { endpoint: `${origin}${path}`, headers, receivedAt }
-        if (subscription === undefined) {
-          return reject(response, { ...base, subscriptionId: undefined, reason: "no such subscription", status: 404 })
-        }
-        const checked = WebPushBrowser.check({ headers: request.headers, body }, subscription, {
-          origin,
-          nowSeconds: Math.floor(receivedAt / 1000),
-          applicationServerKey: subscription.applicationServerKey,
-        })
-        if (!checked.ok) {
-          return reject(response, { ...base, subscriptionId: id, reason: checked.reason, status: checked.status })
-        }
-        const a = nextAnswer(id)
-        if (isFailure(a)) failedLast.add(id)
-        else failedLast.delete(id)
-        const entry = {
-          ...base,
-          subscriptionId: id,
-          plaintext: checked.value.plaintext,
-          vapid: checked.value.vapid,
-          status: "hang" in a ? undefined : a.status,
-        }
-        if (keep) {
-          log.delivered.push(entry)
-          Queue.offerUnsafe(delivered, entry)
-        }
-        options.onDelivered?.(entry)
-        if ("hang" in a) {
-          hanging.push({ response, entry })
-          hold()
-        } else answer(response, a)
-      },
-      options.keepAliveTimeout === undefined ? {} : { keepAliveTimeout: options.keepAliveTimeout },
-    )
+    const onArrival = ({ request, response, path, body, hold }: Arrival) => {
+      const receivedAt = clock.currentTimeMillisUnsafe()
+      const headers = headersOf(request.headers)
+      const id = path.startsWith(pathPrefix) ? path.slice(pathPrefix.length) : ""
+      const subscription = subscriptions.get(id)
+      const base = { endpoint: `${origin}${path}`, headers, receivedAt }
+      if (subscription === undefined) {
+        return reject(response, { ...base, subscriptionId: undefined, reason: "no such subscription", status: 404 })
+      }
+      const checked = WebPushBrowser.check({ headers: request.headers, body }, subscription, {
+        origin,
+        nowSeconds: Math.floor(receivedAt / 1000),
+        applicationServerKey: subscription.applicationServerKey,
+      })
+      if (!checked.ok) {
+        return reject(response, { ...base, subscriptionId: id, reason: checked.reason, status: checked.status })
+      }
+      const a = nextAnswer(id)
+      if (isFailure(a)) failedLast.add(id)
+      else failedLast.delete(id)
+      const entry = {
+        ...base,
+        subscriptionId: id,
+        plaintext: checked.value.plaintext,
+        vapid: checked.value.vapid,
+        status: "hang" in a ? undefined : a.status,
+      }
+      if (keep) {
+        log.delivered.push(entry)
+        Queue.offerUnsafe(delivered, entry)
+      }
+      options.onDelivered?.(entry)
+      if ("hang" in a) {
+        hanging.push({ response, entry })
+        hold()
+      } else answer(response, a)
+    }
+    const tls = options.tls === true ? yield* TlsEndpoint.listen(onArrival) : undefined
+    const endpoint =
+      tls ??
+      (yield* LoopbackEndpoint.listen(
+        onArrival,
+        options.keepAliveTimeout === undefined ? {} : { keepAliveTimeout: options.keepAliveTimeout },
+      ))
     origin = endpoint.origin
 
     const takeN = <A>(queue: Queue.Queue<A>, n: number) =>
@@ -207,6 +234,7 @@ export const start = (options: Options = {}) =>
 
     const service: PushService = {
       url: origin,
+      counts: () => tls?.counts(),
       delivered,
       rejected,
       take: (n) => takeN(delivered, n),
@@ -217,7 +245,8 @@ export const start = (options: Options = {}) =>
       release: (status = 201) => {
         for (const { response, entry } of hanging.splice(0)) {
           entry.status = status
-          response.writeHead(status).end()
+          response.writeHead(status)
+          response.end("")
         }
       },
       subscribe: (id, applicationServerKey = options.applicationServerKey) => {

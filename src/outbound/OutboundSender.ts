@@ -21,6 +21,7 @@
  * may pass its own `Connections` instead, made with the same policy and limits: its keep-alive
  * connections were each checked when dialed, and they end when the caller closes them.
  */
+import { rootCertificates } from "node:tls"
 import { Clock, Duration, Effect, Result } from "effect"
 import { Agent } from "undici"
 import { safeLookup } from "./CheckedDialer.ts"
@@ -76,13 +77,31 @@ export interface Connections {
   readonly agent: Agent
 }
 
-const makeAgent = (policy: TargetPolicy, limits: SendLimits) =>
-  new Agent({ connect: { lookup: safeLookup(policy), timeout: Duration.toMillis(limits.connectTimeout) } })
+/** How shared connections speak, beyond the policy and limits. */
+export interface ConnectionOptions {
+  /**
+   * Offer HTTP/2 by ALPN and, with a server that takes it, multiplex every request to its origin
+   * on one connection (undici's `allowH2`; the dialer, and so the address check, is the same).
+   */
+  readonly http2?: boolean
+  /** Certificates (PEM) trusted besides the system's: a test's own CA. */
+  readonly extraCa?: ReadonlyArray<string>
+}
+
+const makeAgent = (policy: TargetPolicy, limits: SendLimits, options: ConnectionOptions = {}) =>
+  new Agent({
+    connect: {
+      lookup: safeLookup(policy),
+      timeout: Duration.toMillis(limits.connectTimeout),
+      ...(options.extraCa === undefined ? {} : { ca: [...rootCertificates, ...options.extraCa] }),
+    },
+    ...(options.http2 === undefined ? {} : { allowH2: options.http2 }),
+  })
 
 /** Keep-alive connections checked by `policy` when dialed, destroyed when the scope closes. */
-export const connections = (policy: TargetPolicy, limits: Partial<SendLimits> = {}) =>
+export const connections = (policy: TargetPolicy, limits: Partial<SendLimits> = {}, options: ConnectionOptions = {}) =>
   Effect.acquireRelease(
-    Effect.sync((): Connections => ({ agent: makeAgent(policy, { ...defaultLimits, ...limits }) })),
+    Effect.sync((): Connections => ({ agent: makeAgent(policy, { ...defaultLimits, ...limits }, options) })),
     ({ agent }) => Effect.ignore(Effect.tryPromise(() => agent.destroy())),
   )
 

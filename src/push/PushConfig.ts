@@ -6,6 +6,7 @@
  * The endpoint's target policy is the webhooks' (the same allow-lists, `webhook.allow_*`): the
  * worker passes it in, and push adds its own list of push-service host patterns.
  */
+import { availableParallelism } from "node:os"
 import { Context, Duration, Effect, Layer, Option, Redacted, Result } from "effect"
 import type { TargetPolicy } from "../outbound/OutboundTarget.ts"
 import * as TargetPolicyConfig from "../outbound/TargetPolicyConfig.ts"
@@ -32,7 +33,12 @@ export interface PushSettings {
   readonly registrationMaxAge: Duration.Duration
   /** Push deliveries a worker has in flight at once (its `push` queue's concurrency). */
   readonly maxInFlight: number
-  /** Threads that encrypt messages off the event loop (`PushEncryption`); 0: on it. Absent: 1. */
+  /**
+   * Certificates (PEM) trusted for push services besides the system's: for tests' push services
+   * only, never read from the environment (an operator has `NODE_EXTRA_CA_CERTS`).
+   */
+  readonly extraCa?: ReadonlyArray<string>
+  /** Threads that encrypt messages off the event loop (`PushEncryption`); 0: on it. Absent: one per core. */
   readonly encryptionThreads?: number
 }
 
@@ -40,8 +46,16 @@ export const defaults = {
   ttl: Duration.days(1),
   registrationMaxAge: Duration.days(60),
   maxInFlight: 64,
-  encryptionThreads: 1,
+  /** One per core the process may use: encryption is most of a push's CPU, and threads run in parallel. */
+  encryptionThreads: Math.min(64, availableParallelism()),
 } as const
+
+// "auto" (the default) rather than a number, so the documented default does not depend on the
+// machine the documentation was generated on.
+const parseThreads: (raw: string) => Result.Result<number, string> = (raw) =>
+  raw.trim() === "auto"
+    ? Result.succeed(defaults.encryptionThreads)
+    : Result.mapError(parseCount(0, 64)(raw), (why) => `${why}, or auto (one per core)`)
 
 export const keys = {
   publicKey: "push.vapid_public_key",
@@ -106,11 +120,7 @@ export const load = (policy: TargetPolicy) =>
       ttl: yield* setting("push.ttl", "1d", ttlBounds),
       registrationMaxAge: yield* setting("push.registration_max_age", "60d", maxAgeBounds),
       maxInFlight: yield* setting("push.max_in_flight", String(defaults.maxInFlight), parseCount(1, 10_000)),
-      encryptionThreads: yield* setting(
-        "push.encryption_threads",
-        String(defaults.encryptionThreads),
-        parseCount(0, 64),
-      ),
+      encryptionThreads: yield* setting("push.encryption_threads", "auto", parseThreads),
     })
   })
 

@@ -6,7 +6,7 @@
  *     event gone from the log, or older than the TTL ──> dead (expired): the push service would drop it
  *     no `push.deliver` right on the event's space ──> dead (denied), no request
  *   build the request (`PushRequest`: aes128gcm, on a `PushEncryption` thread; the VAPID token of the push service's origin)
- *   POST it through the shared checked connections (keep-alive per push service)
+ *   POST it through the shared checked connections (`PushConnections`: HTTP/2 per push service when it speaks it)
  *   act on `PushOutcome.classify`: delivered; gone ──> remove the registration; 429 ──> snooze for
  *   `Retry-After`; 5xx or network ──> fail (retried by `PushSchedule`); dead ──> cancelled, counted
  *
@@ -23,6 +23,7 @@ import * as EventLog from "../log/EventLog.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import { defaults, PushConfig } from "./PushConfig.ts"
+import * as PushConnections from "./PushConnections.ts"
 import * as PushEncryption from "./PushEncryption.ts"
 import * as PushEnvelope from "./PushEnvelope.ts"
 import { DeliverArgs, deliverKind } from "./PushJob.ts"
@@ -108,7 +109,7 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
   const permissions = yield* Permissions
   const sql = yield* SqlClient.SqlClient
   const tokens = yield* PushVapid.makeTokenCache(config.vapid, options.tokens)
-  const connections = yield* OutboundSender.connections(config.policy, sendLimits)
+  const connections = yield* PushConnections.make(config, sendLimits)
   const encryption = yield* PushEncryption.make(config.encryptionThreads ?? defaults.encryptionThreads)
   const ttlMillis = Duration.toMillis(config.ttl)
   // Once a minute per push service: a wrong VAPID key fails every message to it.

@@ -1,6 +1,6 @@
 /**
  * Where push messages are encrypted: on threads of their own, so that aes128gcm and its ECDH
- * (about half a millisecond of CPU per message, and a fresh key pair for each) never hold up the
+ * (about 0.2 ms of CPU per message, most of it the ECDH of a fresh key pair for each) never hold up the
  * worker's event loop, on which the rounds, the job claims and every other delivery wait.
  *
  * What it keeps true:
@@ -12,7 +12,8 @@
  * - An interrupted build leaves nothing behind: its answer, when it comes, is dropped.
  * - Closing the scope terminates the threads; they never keep the process alive on their own.
  *
- * With 0 threads, messages are encrypted on the calling fiber's thread.
+ * With 0 threads, messages are encrypted on the calling fiber's thread. The default is one thread
+ * per core (`PushConfig`): the threads are where a push's CPU goes.
  */
 import { Worker } from "node:worker_threads"
 import { Effect, type Scope } from "effect"
@@ -24,7 +25,7 @@ export interface PushEncryption {
   readonly build: (input: PushRequest.PushRequestInput) => Effect.Effect<SendRequest, PushRequest.PushPayloadTooLarge>
 }
 
-/** A defect of encryption: web-push threw, or the thread died with the message in hand. */
+/** A defect of encryption: a key was refused (`PushEncryptionRecord.PushKeyRefused`), or the thread died with the message in hand. */
 export class PushEncryptionDefect extends Error {
   override readonly name = "PushEncryptionDefect"
 }

@@ -1,18 +1,17 @@
 /**
- * One Web Push request (RFC 8030), built with web-push: the payload encrypted for one subscription
- * (aes128gcm, RFC 8291) and the headers a push service reads, ready for `OutboundSender.send`.
+ * One Web Push request (RFC 8030): the payload encrypted for one subscription (aes128gcm, RFC 8291,
+ * `PushEncryptionRecord`) and the headers a push service reads, ready for `OutboundSender.send`.
  *
  * What it keeps true:
  * - The request carries exactly the `Authorization` it was given (a `PushVapid` token cache's
- *   header): web-push is never handed the VAPID keys, so it signs nothing, and whatever it might
- *   add on its own (a GCM key, a key set globally with `setVapidDetails`) is replaced.
+ *   header); nothing here signs.
  * - `TTL` and `Urgency` are always set, `Topic` when given; `Content-Encoding` is `aes128gcm`.
  * - A plaintext above `maxPlaintextBytes` is refused with `PushPayloadTooLarge` before anything
  *   is encrypted.
  */
 import { Effect, Schema } from "effect"
-import webpush from "web-push"
 import type { SendRequest } from "../outbound/OutboundSender.ts"
+import * as PushEncryptionRecord from "./PushEncryptionRecord.ts"
 
 /**
  * Push services take 4,096 bytes of encrypted body; aes128gcm adds 103 (an 86-byte header, the
@@ -53,39 +52,33 @@ export interface PushRequestInput {
   readonly authorization: string
 }
 
-const base64urlOf = (key: string | Uint8Array) =>
-  typeof key === "string" ? key : Buffer.from(key).toString("base64url")
+const bytesOf = (key: string | Uint8Array) => (typeof key === "string" ? Buffer.from(key, "base64url") : key)
 
 /**
  * The request for one push message, or why it cannot be sent; plain, so that a thread of
  * `PushEncryption` runs it without an Effect runtime. The keys are those a registration was
- * checked with (`PushRegistration.check`) and the topic one `PushMessageKey.topic` made: web-push throws on
- * anything else, which is a defect, not a failure.
+ * checked with (`PushRegistration.check`) and the topic one `PushMessageKey.topic` made: a key
+ * that is not throws (`PushEncryptionRecord.PushKeyRefused`), which is a defect, not a failure.
+ * `fixed` is for tests only (`PushEncryptionRecord.Fixed`).
  */
-export const requestOf = (input: PushRequestInput): SendRequest | PushPayloadTooLarge => {
+export const requestOf = (
+  input: PushRequestInput,
+  fixed?: PushEncryptionRecord.Fixed,
+): SendRequest | PushPayloadTooLarge => {
   const plaintext = Buffer.from(input.payload, "utf8")
   if (plaintext.length > maxPlaintextBytes) {
     return new PushPayloadTooLarge({ bytes: plaintext.length, max: maxPlaintextBytes })
   }
-  const details = webpush.generateRequestDetails(
-    { endpoint: input.endpoint, keys: { p256dh: base64urlOf(input.p256dh), auth: base64urlOf(input.auth) } },
-    // A Buffer, not the string: web-push skips encryption (and Content-Encoding) for a falsy payload.
-    plaintext,
-    {
-      TTL: Math.max(0, Math.floor(input.ttlSeconds)),
-      urgency: input.urgency,
-      ...(input.topic === undefined ? {} : { topic: input.topic }),
-      contentEncoding: "aes128gcm",
-      headers: { Authorization: input.authorization },
-    },
-  )
-  const headers: Record<string, string> = {}
-  for (const [name, value] of Object.entries(details.headers)) {
-    // undici computes Content-Length from the body itself.
-    if (name !== "Content-Length") headers[name] = String(value)
+  const body = PushEncryptionRecord.encrypt(plaintext, bytesOf(input.p256dh), bytesOf(input.auth), fixed)
+  const headers: Record<string, string> = {
+    TTL: String(Math.max(0, Math.floor(input.ttlSeconds))),
+    Urgency: input.urgency,
+    "Content-Encoding": "aes128gcm",
+    "Content-Type": "application/octet-stream",
+    Authorization: input.authorization,
   }
-  headers.Authorization = input.authorization
-  return { url: input.endpoint, headers, body: details.body }
+  if (input.topic !== undefined) headers.Topic = input.topic
+  return { url: input.endpoint, headers, body }
 }
 
 /** `requestOf` on the calling fiber's thread. */

@@ -112,7 +112,10 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
   ],
   ["push.registration_max_age", "registrations not refreshed for this long are removed (1d to 3650d)"],
   ["push.max_in_flight", "push deliveries a worker has in flight at once (1 to 10000)"],
-  ["push.encryption_threads", "threads that encrypt push messages (aes128gcm) off the event loop (0 to 64; 0: on it)"],
+  [
+    "push.encryption_threads",
+    "threads that encrypt push messages (aes128gcm) off the event loop: auto (one per core) or 0 to 64 (0: on it)",
+  ],
   [
     "log_level",
     "least level logged: `all`, `trace`, `debug`, `info`, `warn`, `error`, `fatal`, `none`; the `--log-level` flag overrides it for one run",
