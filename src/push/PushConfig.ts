@@ -18,6 +18,7 @@ import {
   setting,
   variable,
 } from "../platform/BothyConfig.ts"
+import { defaultBatchSize, maxBatchSize } from "./PushJob.ts"
 import { defaultHostPatterns } from "./PushRegistration.ts"
 import * as PushVapid from "./PushVapid.ts"
 
@@ -34,6 +35,8 @@ export interface PushSettings {
   readonly maxInFlight: number
   /** Threads that encrypt messages off the event loop (`PushEncryption`); 0: on it. Absent: 1. */
   readonly encryptionThreads?: number
+  /** Registrations one push job sends an event to (`PushJob`). Absent: `PushJob.defaultBatchSize`. */
+  readonly batchSize?: number
 }
 
 export const defaults = {
@@ -41,6 +44,7 @@ export const defaults = {
   registrationMaxAge: Duration.days(60),
   maxInFlight: 64,
   encryptionThreads: 1,
+  batchSize: defaultBatchSize,
 } as const
 
 export const keys = {
@@ -111,6 +115,7 @@ export const load = (policy: TargetPolicy) =>
         String(defaults.encryptionThreads),
         parseCount(0, 64),
       ),
+      batchSize: yield* setting("push.batch_size", String(defaults.batchSize), parseCount(1, maxBatchSize)),
     })
   })
 

@@ -117,7 +117,11 @@ const statements = Effect.gen(function* () {
       statement: StatementRound.statement(sql, {
         name: PushFanOut.name,
         batchSize: 500,
-        fanOut: PushFanOut.statementFanOut(audience, PushSchedule.maxAttempts(PushConfig.defaults.ttl)),
+        fanOut: PushFanOut.statementFanOut(
+          audience,
+          PushSchedule.maxAttempts(PushConfig.defaults.ttl),
+          PushConfig.defaults.batchSize,
+        ),
       }),
     },
     {
