@@ -23,7 +23,7 @@ export interface Split {
   readonly delay: Duration.Duration
 }
 
-export type Then =
+export type Next =
   | { readonly _tag: "Done" }
   | { readonly _tag: "Dead"; readonly reason: string }
   | { readonly _tag: "Retry"; readonly reason: string }
@@ -33,7 +33,7 @@ export type Then =
 export interface Plan {
   readonly keep: ReadonlyArray<string>
   readonly split: ReadonlyArray<Split>
-  readonly then: Then
+  readonly next: Next
 }
 
 /** How many registrations a reason names before it says "and n more". */
@@ -103,10 +103,10 @@ export class Ledger {
     const failed = this.left().filter((r) => this.failed.has(r))
     const total = this.registrations.length
     if (failed.length === 0 && waits.length === 1) {
-      return { keep: waits[0]!.registrations, split: [], then: { _tag: "Snooze", delay: waits[0]!.delay } }
+      return { keep: waits[0]!.registrations, split: [], next: { _tag: "Snooze", delay: waits[0]!.delay } }
     }
     const dead = this.dead.size > 0 ? summary("registrations dead", [...this.dead], total) : undefined
-    const then: Then =
+    const next: Next =
       failed.length > 0
         ? {
             _tag: "Retry",
@@ -122,6 +122,6 @@ export class Ledger {
         : dead !== undefined
           ? { _tag: "Dead", reason: dead }
           : { _tag: "Done" }
-    return { keep: failed, split: waits, then }
+    return { keep: failed, split: waits, next }
   }
 }

@@ -31,25 +31,17 @@ import { Clock, Duration, Effect, Metric, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { Permissions, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
-import * as JobProgress from "../jobs/JobProgress.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import { Ledger } from "./PushBatch.ts"
 import { defaults, PushConfig } from "./PushConfig.ts"
 import * as PushEncryption from "./PushEncryption.ts"
 import * as PushEnvelope from "./PushEnvelope.ts"
-import {
-  asBatch,
-  BatchArgs,
-  batchArgsJson,
-  type DeliverArgs,
-  deliverKind,
-  LegacyArgs,
-  legacyDeliverKind,
-} from "./PushJob.ts"
+import { asBatch, BatchArgs, type DeliverArgs, deliverKind, LegacyArgs, legacyDeliverKind } from "./PushJob.ts"
 import * as PushMessageKey from "./PushMessageKey.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import * as PushOutcome from "./PushOutcome.ts"
+import * as PushProgress from "./PushProgress.ts"
 import * as PushSchedule from "./PushSchedule.ts"
 import { readTargets, type Target, type TargetEvent } from "./PushTargets.ts"
 import * as PushVapid from "./PushVapid.ts"
@@ -71,28 +63,17 @@ export const sendLimits: Partial<OutboundSender.SendLimits> = {
   maxResponseBytes: 2000,
 }
 
-/** How long an interrupted attempt may take to write what it knows before it ends. */
-const lastWordTimeout = Duration.seconds(1)
-
 type Outcome = (typeof PushMetrics.deliveryOutcomes)[number]
 
 const count = (outcome: Outcome, n = 1) => Metric.update(Metric.withAttributes(PushMetrics.deliveries, { outcome }), n)
 
 /** One attempt's view of its batch: the event, the time left of its TTL, and the rights asked. */
 interface Attempt {
-  readonly job: JobKind.JobInfo
   readonly args: BatchArgs
   readonly event: TargetEvent
   readonly rights: ReadonlyMap<string, boolean>
   readonly ledger: Ledger
-  /** Set once a write found the job no longer held by this attempt: it sends nothing more. */
-  lost: boolean
-}
-
-interface Recorder {
-  readonly flush: Effect.Effect<void>
-  readonly lastWord: Effect.Effect<void>
-  readonly exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+  readonly progress: PushProgress.PushProgress
 }
 
 /**
@@ -123,26 +104,24 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
       }
     })
 
-  const progress = (...record: Parameters<typeof JobProgress.record>) =>
-    JobProgress.record(...record).pipe(Effect.provideService(SqlClient.SqlClient, sql))
-
   /** What is left of the TTL now, in milliseconds. */
   const ttlLeft = (event: TargetEvent) =>
     Effect.map(Clock.currentTimeMillis, (now) => ttlMillis - (now - event.occurredAt.getTime()))
 
-  /** Each principal's right: from SQL where it answered, else asked here, once per principal. */
+  /** Each principal's right: from SQL where it answered, else asked here in one call, once per principal. */
   const rightsOf = (targets: ReadonlyArray<Target>, space: string) =>
     Effect.gen(function* () {
       const rights = new Map<string, boolean>()
       for (const t of targets) if (t.principal !== null && t.allowed !== null) rights.set(t.principal, t.allowed)
-      const unasked = new Set(
-        targets.flatMap((t) => (t.principal === null || rights.has(t.principal) ? [] : [t.principal])),
-      )
-      yield* Effect.forEach(
-        unasked,
-        (principal) => Effect.map(permissions.allowed(principal, pushDeliver, space), (a) => rights.set(principal, a)),
-        { concurrency: 8, discard: true },
-      )
+      const unasked = [
+        ...new Set(targets.flatMap((t) => (t.principal === null || rights.has(t.principal) ? [] : [t.principal]))),
+      ]
+      if (unasked.length > 0) {
+        const answers = yield* permissions.allowedEach(
+          unasked.map((principal) => ({ principal, action: pushDeliver, spaceId: space })),
+        )
+        for (const [i, principal] of unasked.entries()) rights.set(principal, answers[i] === true)
+      }
       return rights
     })
 
@@ -208,7 +187,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
     })
 
   /** One registration of the attempt, from its row to its settling (or not). */
-  const deliverOne = (attempt: Attempt, t: Target, flush: Effect.Effect<void>) =>
+  const deliverOne = (attempt: Attempt, t: Target) =>
     Effect.gen(function* () {
       const { ledger, event } = attempt
       if (t.endpoint === null) {
@@ -222,7 +201,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
         const endpoint = t.endpoint
         yield* inFlight.withPermit(
           Effect.suspend(() => {
-            if (attempt.lost) return Effect.void
+            if (attempt.progress.lost()) return Effect.void
             // Its push service asked this attempt to wait: the registration waits with it, unsent.
             if (ledger.isThrottled(origin))
               return Effect.sync(() => ledger.throttle(origin, t.registration, Duration.zero))
@@ -230,70 +209,32 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
           }),
         )
       }
-      yield* flush
-    })
-
-  /**
-   * Writes the registrations left as the job's args, one write at a time; a write starting while
-   * another runs is left to the next (group commit: as many writes as the database takes, never
-   * one per registration).
-   */
-  const recorder = (attempt: Attempt): Effect.Effect<Recorder> =>
-    Effect.gen(function* () {
-      const writes = yield* Semaphore.make(1)
-      const { ledger, job, args } = attempt
-      const writeLeft: Effect.Effect<void, unknown> = Effect.suspend(() => {
-        if (ledger.unrecorded === 0 || attempt.lost) return Effect.void
-        const recorded = ledger.unrecorded
-        return progress(job, batchArgsJson(args, ledger.left())).pipe(
-          Effect.map((held) => {
-            ledger.unrecorded -= recorded
-            if (!held) attempt.lost = true
-          }),
-          Effect.andThen(writeLeft),
-        )
-      })
-      return {
-        /** During the batch: a failed write is tried again at the next settling. */
-        flush: writes.withPermitsIfAvailable(1)(writeLeft).pipe(Effect.ignore),
-        /** When interrupted: what is known, within a bound. */
-        lastWord: writes
-          .withPermit(writeLeft)
-          .pipe(Effect.interruptible, Effect.timeoutOption(lastWordTimeout), Effect.ignore),
-        /** After the batch, once no other write runs. */
-        exclusive: <A, E, R>(effect: Effect.Effect<A, E, R>) => writes.withPermit(effect),
-      }
+      yield* attempt.progress.flush
     })
 
   /** Records the attempt's plan and ends it as the plan says. */
-  const finish = (attempt: Attempt, record: Recorder) =>
+  const finish = (attempt: Attempt) =>
     Effect.gen(function* () {
-      if (attempt.lost) return
+      if (attempt.progress.lost()) return
       const left = yield* ttlLeft(attempt.event)
       const plan = attempt.ledger.plan(Duration.millis(Math.max(0, left)))
       const now = yield* Clock.currentTimeMillis
-      const changed = plan.then._tag === "Snooze" || plan.then._tag === "Retry" || plan.split.length > 0
-      if (changed) {
-        yield* record.exclusive(
-          progress(
-            attempt.job,
-            batchArgsJson(attempt.args, plan.keep),
-            plan.split.map((s) => ({
-              args: batchArgsJson(attempt.args, s.registrations),
-              scheduledAt: new Date(now + Duration.toMillis(s.delay)),
-            })),
-          ),
-        )
+      if (plan.next._tag === "Snooze" || plan.next._tag === "Retry" || plan.split.length > 0) {
+        const split = plan.split.map((s) => ({
+          registrations: s.registrations,
+          scheduledAt: new Date(now + Duration.toMillis(s.delay)),
+        }))
+        if (!(yield* attempt.progress.last(plan.keep, split))) return
       }
-      switch (plan.then._tag) {
+      switch (plan.next._tag) {
         case "Done":
           return
         case "Dead":
-          return yield* new JobKind.JobCancel({ reason: plan.then.reason })
+          return yield* new JobKind.JobCancel({ reason: plan.next.reason })
         case "Snooze":
-          return yield* new JobKind.JobSnooze({ delay: plan.then.delay })
+          return yield* new JobKind.JobSnooze({ delay: plan.next.delay })
         case "Retry":
-          return yield* new PushServiceUnavailable({ reason: plan.then.reason })
+          return yield* new PushServiceUnavailable({ reason: plan.next.reason })
       }
     })
 
@@ -308,13 +249,14 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
       return yield* expired(`the TTL (${Duration.format(config.ttl)}) passed before delivery`)
     }
     const rights = yield* rightsOf(targets, event.space)
-    const attempt: Attempt = { job, args, event, rights, ledger: new Ledger(args.registrations), lost: false }
-    const record = yield* recorder(attempt)
-    yield* Effect.forEach(targets, (t) => deliverOne(attempt, t, record.flush), {
+    const ledger = new Ledger(args.registrations)
+    const progress = yield* PushProgress.make(sql, job, args, ledger)
+    const attempt: Attempt = { args, event, rights, ledger, progress }
+    yield* Effect.forEach(targets, (t) => deliverOne(attempt, t), {
       concurrency: "unbounded",
       discard: true,
-    }).pipe(Effect.onInterrupt(() => record.lastWord))
-    return yield* finish(attempt, record)
+    }).pipe(Effect.onInterrupt(() => progress.lastWord))
+    return yield* finish(attempt)
   })
 
   const timeout = "5 minutes"

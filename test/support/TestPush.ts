@@ -14,7 +14,7 @@ import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
 import { defaults, PushConfig, type PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
-import * as PushJob from "../../src/push/PushJob.ts"
+import { deliverKind, legacyDeliverKind } from "../../src/push/PushJob.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
 import * as PushService from "../../testkit/PushService.ts"
 import * as TestDatabase from "./TestDatabase.ts"
@@ -86,6 +86,6 @@ export const jobs = Effect.gen(function* () {
     FROM jobs CROSS JOIN LATERAL (
       SELECT coalesce(args -> 'registrations', jsonb_build_array(args -> 'registration')) AS registrations
     ) AS r
-    WHERE kind IN (${PushJob.deliverKind}, ${PushJob.legacyDeliverKind})
+    WHERE kind IN (${deliverKind}, ${legacyDeliverKind})
     ORDER BY (args ->> 'seq')::bigint, (r.registrations ->> 0)::bigint, id`
 })
