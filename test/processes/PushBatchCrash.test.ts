@@ -1,0 +1,154 @@
+/**
+ * A push batch whose worker is SIGKILLed mid-send: of six registrations, the push service has
+ * accepted three (and the job has recorded them) and holds the other three unanswered. A second
+ * worker rescues the job and sends to the three held ones alone, with the keys of their first
+ * copies; the three accepted ones never get a second request. So the push service accepts exactly
+ * one message per registration.
+ *
+ * The waits are on signals (the push service's queue, the worker's start line, the killed
+ * process's exit), but for the job's recorded progress and its final state, which another process
+ * writes to the database: those are polled (`eventually`).
+ */
+import { PgClient } from "@effect/sql-pg"
+import { assert, describe, it } from "@effect/vitest"
+import { Effect, Layer, Redacted } from "effect"
+import { SqlClient } from "effect/sql"
+import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
+import { EventLog } from "../../src/log/EventLog.ts"
+import { PushConfig } from "../../src/push/PushConfig.ts"
+import { deliverKind } from "../../src/push/PushJob.ts"
+import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
+import * as PushVapid from "../../src/push/PushVapid.ts"
+import * as PushService from "../../testkit/PushService.ts"
+import { eventually } from "../support/Eventually.ts"
+import * as NodeProcess from "../support/NodeProcess.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
+import * as TestPush from "../support/TestPush.ts"
+import { member } from "../support/TestPushWorker.ts"
+import * as WorkerProcess from "../support/WorkerProcess.ts"
+
+interface BatchRow {
+  readonly registrations: ReadonlyArray<string>
+  readonly state: string
+  readonly attempt: number
+  readonly errorKinds: ReadonlyArray<string>
+}
+
+const batchJobs = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => sql<BatchRow>`
+    SELECT args -> 'registrations' AS registrations, state::text AS state, attempt,
+           coalesce((SELECT jsonb_agg(e ->> 'kind') FROM jsonb_array_elements(errors) AS e), '[]') AS "errorKinds"
+    FROM jobs WHERE kind = ${deliverKind} ORDER BY id`,
+)
+
+const sorted = (ids: ReadonlyArray<string>) => [...ids].sort()
+
+describe("a push batch whose worker is killed mid-send", () => {
+  it.live(
+    "PushBatchCrashMidSendNoDuplicates: a worker SIGKILLed with three of a batch's six messages accepted and recorded and three held unanswered; the second worker sends to the three held ones alone, with the same keys, and the push service accepts exactly one message per registration",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* TestDatabase.cloneForProcesses("push_batch_crash")
+        const vapid = PushVapid.generate()
+        const service = yield* PushService.start({ applicationServerKey: vapid.publicKey })
+        const host = Layer.mergeAll(EventLog.layer, PermissionGrants.layer).pipe(
+          Layer.provideMerge(PushConfig.layerWith(TestPush.settings())),
+          Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
+        )
+        const browsers = yield* member(service, "team", "ann", 6).pipe(Effect.provide(host))
+        const held = browsers.filter((_, i) => i % 2 === 1)
+        const accepted = browsers.filter((_, i) => i % 2 === 0)
+        for (const b of held) service.script(b.browser.id, [{ hang: true }])
+
+        const env = {
+          DATABASE_URL: url,
+          BOTHY_WEBHOOK_SECRET_KEY: WorkerProcess.rawKey(),
+          BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK: "true",
+          BOTHY_PUSH_HOSTS: "*",
+          BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.publicKey,
+          BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.privateKey,
+          BOTHY_PUSH_SUBJECT: TestPush.subject,
+        }
+        const first = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], env)
+        yield* first.waitFor(/worker running \(consumers: webhooks, push;/)
+        const { epoch, seq } = yield* Effect.gen(function* () {
+          const log = yield* EventLog
+          yield* log.append([{ space: "team", type: "card.created", actor: "bob", payload: { summary: "hi" } }])
+          return yield* log.head
+        }).pipe(Effect.provide(host))
+
+        // All six reached the push service: three answered 201, three held.
+        const firstCopies = yield* service.take(6)
+        assert.deepStrictEqual(
+          sorted(firstCopies.filter((m) => m.status === 201).map((m) => m.subscriptionId)),
+          sorted(accepted.map((b) => b.browser.id)),
+        )
+        // The job recorded the three accepted ones: only the held ones are left in its args.
+        const heldRegistrations = sorted(held.map((b) => b.registration))
+        yield* eventually(
+          batchJobs.pipe(Effect.provide(host)),
+          (jobs) => jobs.length === 1 && sorted(jobs[0]!.registrations).join() === heldRegistrations.join(),
+          { what: "the job records the accepted registrations as settled", within: "20 seconds", every: "20 millis" },
+        )
+        first.child.kill("SIGKILL")
+        assert.strictEqual((yield* first.exited).signal, "SIGKILL")
+        const [orphaned] = yield* batchJobs.pipe(Effect.provide(host))
+        assert.deepStrictEqual(
+          [orphaned!.state, orphaned!.attempt, sorted(orphaned!.registrations)],
+          ["running", 1, heldRegistrations],
+          "killed mid-batch: the job is still running, the held registrations still to send",
+        )
+
+        // The second worker rescues the job and sends to the held registrations alone (201 now).
+        const second = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], env)
+        yield* second.waitFor(/worker running/)
+        const resent = yield* service.take(3)
+        assert.deepStrictEqual(
+          sorted(resent.map((m) => m.subscriptionId)),
+          sorted(held.map((b) => b.browser.id)),
+          "only the held registrations are sent again",
+        )
+        for (const { registration, browser } of held) {
+          const key = PushMessageKey.make(epoch, registration, seq)
+          const copies = [...firstCopies, ...resent].filter((m) => m.subscriptionId === browser.id)
+          assert.deepStrictEqual(
+            copies.map((m) => [m.headers.topic, JSON.parse(m.plaintext).id]),
+            [
+              [PushMessageKey.topic(key), key],
+              [PushMessageKey.topic(key), key],
+            ],
+            `both copies to registration ${registration} carry its key`,
+          )
+        }
+        const [done] = yield* eventually(
+          batchJobs.pipe(Effect.provide(host)),
+          (jobs) => jobs[0]?.state === "completed",
+          { what: "the rescued job completes", within: "20 seconds", every: "20 millis" },
+        )
+        assert.strictEqual(done!.attempt, 2)
+        assert.include(done!.errorKinds, "rescued")
+
+        for (const { browser } of browsers) {
+          const toIt = service.log.delivered.filter((m) => m.subscriptionId === browser.id)
+          assert.strictEqual(
+            toIt.filter((m) => m.status === 201).length,
+            1,
+            `${browser.id}: exactly one message accepted`,
+          )
+        }
+        for (const { browser } of accepted) {
+          assert.strictEqual(
+            service.log.delivered.filter((m) => m.subscriptionId === browser.id).length,
+            1,
+            `${browser.id}: accepted and recorded, never sent again`,
+          )
+        }
+        assert.strictEqual(service.log.delivered.length, 9)
+        assert.strictEqual(service.log.rejected.length, 0)
+        second.child.kill("SIGTERM")
+        assert.strictEqual((yield* second.exited).code, 0)
+      }).pipe(Effect.scoped),
+    120_000,
+  )
+})
