@@ -48,8 +48,8 @@ interface Row extends Target {
   readonly summary: string | null
 }
 
-/** The statement; exported for the test that holds its plan to one leaf of the log. */
-export const readTargets = (sql: SqlClient.SqlClient, permissions: PermissionsShape, args: BatchArgs) => {
+/** The statement, whose composed text docs/sql/push-targets.sql keeps. */
+export const targetsStatement = (sql: SqlClient.SqlClient, permissions: PermissionsShape, args: BatchArgs) => {
   const at = args.at === undefined ? undefined : new Date(args.at)
   const rights =
     permissions.inSql === undefined
@@ -74,7 +74,12 @@ export const readTargets = (sql: SqlClient.SqlClient, permissions: PermissionsSh
     )${rights}
     SELECT g.registration::text AS registration, g.principal, g.endpoint, g.p256dh, g.auth,
            ev.space_id AS space, ev.type, ev.epoch, ev.occurred_at AS "occurredAt", ev.summary, ${allowed} AS allowed
-    FROM regs AS g CROSS JOIN ev ${joinRights}`.pipe(
+    FROM regs AS g CROSS JOIN ev ${joinRights}`
+}
+
+/** The targets of one attempt; exported for the test that holds its plan to one leaf of the log. */
+export const readTargets = (sql: SqlClient.SqlClient, permissions: PermissionsShape, args: BatchArgs) =>
+  targetsStatement(sql, permissions, args).pipe(
     Effect.map((rows): Targets => {
       const first = rows[0]
       const event =
@@ -104,4 +109,3 @@ export const readTargets = (sql: SqlClient.SqlClient, permissions: PermissionsSh
       }
     }),
   )
-}
