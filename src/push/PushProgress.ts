@@ -12,6 +12,7 @@
  */
 import { Duration, Effect, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
 import type { JobInfo } from "../jobs/JobKind.ts"
 import * as JobProgress from "../jobs/JobProgress.ts"
 import type { Ledger } from "./PushBatch.ts"
@@ -31,7 +32,7 @@ export interface PushProgress {
   readonly last: (
     keep: ReadonlyArray<string>,
     split: ReadonlyArray<{ readonly registrations: ReadonlyArray<string>; readonly scheduledAt: Date }>,
-  ) => Effect.Effect<boolean, unknown>
+  ) => Effect.Effect<boolean, SqlError>
 }
 
 export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, ledger: Ledger) =>
@@ -46,7 +47,7 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
           return held
         }),
       )
-    const writeLeft: Effect.Effect<void, unknown> = Effect.suspend(() => {
+    const writeLeft: Effect.Effect<void, SqlError> = Effect.suspend(() => {
       if (ledger.unrecorded === 0 || lost) return Effect.void
       const recorded = ledger.unrecorded
       return record(job, batchArgsJson(args, ledger.left())).pipe(
