@@ -1,31 +1,12 @@
-/**
- * A push batch whose worker is SIGKILLed mid-send: of six registrations, the push service has
- * accepted three (and the job has recorded them) and holds the other three unanswered. A second
- * worker rescues the job and sends to the three held ones alone, with the keys of their first
- * copies; the three accepted ones never get a second request. So the push service accepts exactly
- * one message per registration.
- *
- * The waits are on signals (the push service's queue, the worker's start line, the killed
- * process's exit), but for the job's recorded progress and its final state, which another process
- * writes to the database: those are polled (`eventually`).
- */
-import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
-import { PushConfig } from "../../src/push/PushConfig.ts"
 import { deliverKind } from "../../src/push/PushJob.ts"
 import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
-import * as PushVapid from "../../src/push/PushVapid.ts"
-import * as PushService from "../../testkit/PushService.ts"
 import { eventually } from "../support/Eventually.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
-import * as TestDatabase from "../support/TestDatabase.ts"
-import * as TestPush from "../support/TestPush.ts"
+import * as PushWorkerProcess from "../support/PushWorkerProcess.ts"
 import { member } from "../support/TestPushWorker.ts"
-import * as WorkerProcess from "../support/WorkerProcess.ts"
 
 interface BatchRow {
   readonly registrations: ReadonlyArray<string>
@@ -49,34 +30,15 @@ describe("a push batch whose worker is killed mid-send", () => {
     "PushBatchCrashMidSendNoDuplicates: a worker SIGKILLed with three of a batch's six messages accepted and recorded and three held unanswered; the second worker sends to the three held ones alone, with the same keys, and the push service accepts exactly one message per registration",
     () =>
       Effect.gen(function* () {
-        const { url } = yield* TestDatabase.cloneForProcesses("push_batch_crash")
-        const vapid = PushVapid.generate()
-        const service = yield* PushService.start({ applicationServerKey: vapid.publicKey })
-        const host = Layer.mergeAll(EventLog.layer, PermissionGrants.layer).pipe(
-          Layer.provideMerge(PushConfig.layerWith(TestPush.settings())),
-          Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
-        )
+        const { service, host, env } = yield* PushWorkerProcess.world("push_batch_crash")
         const browsers = yield* member(service, "team", "ann", 6).pipe(Effect.provide(host))
         const held = browsers.filter((_, i) => i % 2 === 1)
         const accepted = browsers.filter((_, i) => i % 2 === 0)
         for (const b of held) service.script(b.browser.id, [{ hang: true }])
 
-        const env = {
-          DATABASE_URL: url,
-          BOTHY_WEBHOOK_SECRET_KEY: WorkerProcess.rawKey(),
-          BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK: "true",
-          BOTHY_PUSH_HOSTS: "*",
-          BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.publicKey,
-          BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.privateKey,
-          BOTHY_PUSH_SUBJECT: TestPush.subject,
-        }
         const first = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], env)
         yield* first.waitFor(/worker running \(consumers: webhooks, push;/)
-        const { epoch, seq } = yield* Effect.gen(function* () {
-          const log = yield* EventLog
-          yield* log.append([{ space: "team", type: "card.created", actor: "bob", payload: { summary: "hi" } }])
-          return yield* log.head
-        }).pipe(Effect.provide(host))
+        const { epoch, seq } = yield* PushWorkerProcess.appendOne.pipe(Effect.provide(host))
 
         // All six reached the push service: three answered 201, three held.
         const firstCopies = yield* service.take(6)
