@@ -41,10 +41,14 @@ audience AS (
     WHERE p.principal = m.principal
       AND (p.space_id IS NULL OR p.space_id = e.space)
       AND (p.event_type IS NULL OR p.event_type = e.type)
-  )), wanted AS (
-  SELECT a.seq, r.id::text AS receiver, $12::text AS kind, $13::text AS queue, jsonb_build_object('registration', r.id::text, 'seq', a.seq::text, 'at', e.occurred_at) AS args,
-    $14::int AS max_attempts
-  FROM audience AS a JOIN ev AS e ON e.seq = a.seq JOIN push_registrations AS r ON r.principal = a.principal
+  )), targets AS (
+  SELECT a.seq, r.id, (row_number() OVER (PARTITION BY a.seq ORDER BY r.id) - 1) / $12::int AS batch
+  FROM audience AS a JOIN push_registrations AS r ON r.principal = a.principal
+), wanted AS (
+  SELECT t.seq, $13::text || min(t.id)::text AS receiver, $14::text AS kind,
+    $15::text AS queue, jsonb_build_object('seq', t.seq::text, 'at', e.occurred_at, 'registrations', jsonb_agg(t.id::text ORDER BY t.id)) AS args, $16::int AS max_attempts
+  FROM targets AS t JOIN ev AS e ON e.seq = t.seq
+  GROUP BY t.seq, t.batch, e.occurred_at
 ),
 jobs_inserted AS (
   INSERT INTO jobs (kind, queue, args, priority, max_attempts, scheduled_at, state, unique_key, trace_parent)
@@ -54,18 +58,18 @@ jobs_inserted AS (
     r.unique_key, r.trace_parent
   FROM (
     SELECT w.kind, w.queue, w.args, NULL::int2 AS priority, w.max_attempts, NULL::timestamptz AS scheduled_at,
-      ($15::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
+      ($17::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
     FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.seq
   ) AS r
   ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
   RETURNING id, queue
 ), jobs_woken AS MATERIALIZED (
-  SELECT pg_notify($16, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
+  SELECT pg_notify($18, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
 ), moved AS (
   UPDATE event_consumer_cursors
   SET last_seq = (SELECT to_seq FROM bounds), last_at = greatest(last_at, (SELECT to_at FROM bounds)),
     updated_at = clock_timestamp()
-  WHERE name = $17 AND (SELECT ok FROM go)
+  WHERE name = $19 AND (SELECT ok FROM go)
 ), unflushed AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
 )
@@ -74,7 +78,7 @@ SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.events, b.to_seq AS "toSe
   CASE WHEN isfinite(CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END) THEN CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END END AS "cursorAt",
   clock_timestamp() AS "dbNow",
   (SELECT array_agg(t.trace_parent) FROM (
-    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $18
+    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $20
   ) AS t) AS "traceParents",
   (SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken,
   (SELECT count(*) FROM "unflushed") AS side_effects
@@ -91,10 +95,12 @@ FROM bounds AS b CROSS JOIN go AS g;
 -- $9 = 500
 -- $10 = 501
 -- $11 = 500
--- $12 = "push.deliver"
--- $13 = "push"
--- $14 = 291
+-- $12 = 100
+-- $13 = "b"
+-- $14 = "push.batch"
 -- $15 = "push"
--- $16 = "jobs"
+-- $16 = 291
 -- $17 = "push"
--- $18 = 32
+-- $18 = "jobs"
+-- $19 = "push"
+-- $20 = 32

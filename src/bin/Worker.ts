@@ -44,7 +44,7 @@ export const deliveryConcurrency = deliveryDefaults.maxInFlight
  * The delivery jobs as the worker runs them, under the lease `jobs.lease`: the `webhooks` queue at `webhook.max_in_flight`, the
  * drain job with the per-owner cap and permission age from `WebhookConfig` and the recovery job
  * (`webhook.recover`, which the admin API and CLI insert); and, when push is on,
- * the `push` queue at `push.max_in_flight` with the `push.deliver` job.
+ * the `push` queue at `push.max_in_flight` with the push jobs (`push.batch`, and `push.deliver` of earlier versions).
  */
 export const deliveries = (push: Option.Option<PushSettings>, jobs?: Settings["jobs"]) =>
   Layer.unwrap(
@@ -62,7 +62,7 @@ export const deliveries = (push: Option.Option<PushSettings>, jobs?: Settings["j
       const deliver = yield* PushDelivery.make.pipe(Effect.provide(PushConfig.layerWith(push.value)))
       return JobWorker.layer({
         ...webhooks,
-        kinds: [...webhooks.kinds, deliver],
+        kinds: [...webhooks.kinds, ...deliver],
         queues: { ...webhooks.queues, [PushFanOut.queue]: { concurrency: push.value.maxInFlight } },
       })
     }),

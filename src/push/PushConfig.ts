@@ -19,6 +19,7 @@ import {
   setting,
   variable,
 } from "../platform/BothyConfig.ts"
+import { defaultBatchSize, maxBatchSize } from "./PushJob.ts"
 import { defaultHostPatterns } from "./PushRegistration.ts"
 import * as PushVapid from "./PushVapid.ts"
 
@@ -40,6 +41,8 @@ export interface PushSettings {
   readonly extraCa?: ReadonlyArray<string>
   /** Threads that encrypt messages off the event loop (`PushEncryption`); 0: on it. Absent: one per core. */
   readonly encryptionThreads?: number
+  /** Registrations one push job sends an event to (`PushJob`). Absent: `PushJob.defaultBatchSize`. */
+  readonly batchSize?: number
 }
 
 export const defaults = {
@@ -48,6 +51,7 @@ export const defaults = {
   maxInFlight: 64,
   /** One per core the process may use: encryption is most of a push's CPU, and threads run in parallel. */
   encryptionThreads: Math.min(64, availableParallelism()),
+  batchSize: defaultBatchSize,
 } as const
 
 // "auto" (the default) rather than a number, so the documented default does not depend on the
@@ -121,6 +125,7 @@ export const load = (policy: TargetPolicy) =>
       registrationMaxAge: yield* setting("push.registration_max_age", "60d", maxAgeBounds),
       maxInFlight: yield* setting("push.max_in_flight", String(defaults.maxInFlight), parseCount(1, 10_000)),
       encryptionThreads: yield* setting("push.encryption_threads", "auto", parseThreads),
+      batchSize: yield* setting("push.batch_size", String(defaults.batchSize), parseCount(1, maxBatchSize)),
     })
   })
 

@@ -1,36 +1,51 @@
 /**
- * The `push.deliver` job: one Web Push message for one (registration, event), on every attempt:
+ * The push job: one event's Web Push message to each registration of a batch (`PushJob`), on
+ * every attempt:
  *
- *   read the registration, the event and, when `Permissions` answers in SQL, the right (one statement)
- *     registration gone ──> done (nothing to send to)
+ *   read the event, the registrations left and, when `Permissions` answers in SQL, each principal's
+ *   right (`PushTargets`, one statement)
  *     event gone from the log, or older than the TTL ──> dead (expired): the push service would drop it
+ *   ask `Permissions` once per principal it did not answer for in SQL
+ *   per registration, at most `push.max_in_flight` at once in the worker (`PushBatch.Ledger` keeps
+ *   what became of each):
+ *     gone from the table ──> settled (nothing to send to)
  *     no `push.deliver` right on the event's space ──> dead (denied), no request
- *   build the request (`PushRequest`: aes128gcm, on a `PushEncryption` thread; the VAPID token of the push service's origin)
- *   POST it through the shared checked connections (`PushConnections`: HTTP/2 per push service when it speaks it)
- *   act on `PushOutcome.classify`: delivered; gone ──> remove the registration; 429 ──> snooze for
- *   `Retry-After`; 5xx or network ──> fail (retried by `PushSchedule`); dead ──> cancelled, counted
+ *     its push service throttled this attempt ──> held back with it, no request
+ *     build the request (`PushRequest`: aes128gcm, on a `PushEncryption` thread; the VAPID token of
+ *     the push service's origin) and POST it through the shared checked connections
+ *     (`PushConnections`: HTTP/2 per push service when it speaks it)
+ *     act on `PushOutcome.classify`: delivered; gone ──> remove the registration; 429 ──> its origin
+ *     held back; 5xx or network ──> left to retry; dead ──> settled, counted
+ *   record the plan (`PushBatch.Ledger.plan`): the registrations left as the job's args, each other
+ *   throttled origin as a job of its own at its `Retry-After`; then done, dead, retried or snoozed
  *
- * The TTL header is what is left of the TTL since the event's commit, so a retried message never
- * outlives the first one's deadline. Every attempt carries the message's idempotency key
- * (`PushMessageKey`: the `Topic` header, the envelope's `id` and `tag`), so a copy sent again after
- * a worker died mid-send (its lease lapsed, the job was rescued) is one a device can drop.
+ * Exactly once per registration: while the batch runs, what has settled is written to the job's
+ * args (`JobProgress`) one write at a time, the next write starting as the last one ends, so that
+ * an attempt after a crash sends only to what no write recorded; an interrupted attempt (timeout,
+ * fence, shutdown) writes what it knows before it ends. What a crash leaves unrecorded (sent, its
+ * answer not yet written) is sent again with the same idempotency key (`PushMessageKey`: the
+ * `Topic` header, the envelope's `id` and `tag`), which a device drops. The TTL header is what is
+ * left of the TTL since the event's commit, so a retried message never outlives the first one's
+ * deadline.
  */
-import { Clock, Duration, Effect, Metric, Schema } from "effect"
+import { Clock, Duration, Effect, Metric, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
-import { Permissions, type PermissionsShape, pushDeliver } from "../authz/Permissions.ts"
+import { Permissions, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
-import * as EventLog from "../log/EventLog.ts"
 import * as OutboundSender from "../outbound/OutboundSender.ts"
 import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
+import { Ledger } from "./PushBatch.ts"
 import { defaults, PushConfig } from "./PushConfig.ts"
 import * as PushConnections from "./PushConnections.ts"
 import * as PushEncryption from "./PushEncryption.ts"
 import * as PushEnvelope from "./PushEnvelope.ts"
-import { DeliverArgs, deliverKind } from "./PushJob.ts"
+import { asBatch, BatchArgs, type DeliverArgs, deliverKind, LegacyArgs, legacyDeliverKind } from "./PushJob.ts"
 import * as PushMessageKey from "./PushMessageKey.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import * as PushOutcome from "./PushOutcome.ts"
+import * as PushProgress from "./PushProgress.ts"
 import * as PushSchedule from "./PushSchedule.ts"
+import { readTargets, type Target, type TargetEvent } from "./PushTargets.ts"
 import * as PushVapid from "./PushVapid.ts"
 
 /** A retry's reason, kept on the job row: short, since a message may be retried for a whole day. */
@@ -40,47 +55,6 @@ export class PushServiceUnavailable extends Schema.TaggedError<PushServiceUnavai
   override get message() {
     return this.reason
   }
-}
-
-interface Target {
-  readonly registered: boolean
-  readonly principal: string | null
-  readonly endpoint: string | null
-  readonly p256dh: string | null
-  readonly auth: string | null
-  readonly space: string | null
-  readonly type: string | null
-  readonly epoch: number | null
-  readonly occurredAt: Date | null
-  readonly summary: string | null
-  /** `null` when `Permissions` does not answer in SQL (or nothing to ask about). */
-  readonly allowed: boolean | null
-}
-
-/**
- * The registration and the event of one message, and the right when `Permissions` answers in SQL,
- * in one statement. The event's time travels in the job (`at`): its millisecond's bounds go in as
- * parameters (`EventLog.atTime`), so PostgreSQL prunes the log to one hour leaf while it plans,
- * the first execution on a connection as every later one (a bound computed in SQL from the
- * parameter, `date_trunc`, is a stable function, which the planner does not fold: it set up every
- * leaf of the log for each custom plan, hundreds of milliseconds on a cold connection).
- * @internal
- */
-export const readTarget = (sql: SqlClient.SqlClient, permissions: PermissionsShape, args: DeliverArgs) => {
-  const allowed =
-    permissions.inSql === undefined
-      ? sql`NULL::boolean`
-      : sql`CASE WHEN r.id IS NOT NULL AND e.seq IS NOT NULL
-                 THEN ${permissions.inSql({ principal: sql`r.principal`, spaceId: sql`e.space_id` }, pushDeliver)} END`
-  const at = args.at === undefined ? undefined : new Date(args.at)
-  return sql<Target>`
-    SELECT r.id IS NOT NULL AS registered, r.principal, r.endpoint, r.p256dh, r.auth,
-           e.space_id AS space, e.type, e.epoch, e.occurred_at AS "occurredAt",
-           CASE WHEN jsonb_typeof(e.payload -> 'summary') = 'string' THEN left(e.payload ->> 'summary', 1000) END AS summary,
-           ${allowed} AS allowed
-    FROM (SELECT ${args.seq}::bigint AS seq, ${args.registration}::bigint AS registration) AS k
-    LEFT JOIN ${EventLog.eventAtTime(sql, sql`k.seq`, at)}
-    LEFT JOIN push_registrations AS r ON r.id = k.registration`.pipe(Effect.map((rows) => rows[0]!))
 }
 
 /** Limits of one push request: push services answer fast, and a message is small. */
@@ -93,17 +67,24 @@ export const sendLimits: Partial<OutboundSender.SendLimits> = {
 
 type Outcome = (typeof PushMetrics.deliveryOutcomes)[number]
 
-const count = (outcome: Outcome) => Metric.update(Metric.withAttributes(PushMetrics.deliveries, { outcome }), 1)
+const count = (outcome: Outcome, n = 1) => Metric.update(Metric.withAttributes(PushMetrics.deliveries, { outcome }), n)
 
-const dead = (outcome: Outcome, reason: string) =>
-  Effect.andThen(count(outcome), Effect.fail(new JobKind.JobCancel({ reason })))
+/** One attempt's view of its batch: the event, the time left of its TTL, and the rights asked. */
+interface Attempt {
+  readonly args: BatchArgs
+  readonly event: TargetEvent
+  readonly rights: ReadonlyMap<string, boolean>
+  readonly ledger: Ledger
+  readonly progress: PushProgress.PushProgress
+}
 
 /**
- * The job kind, with the VAPID token cache's options (`PushVapid.TokenCacheOptions`): the default
+ * The job kinds, with the VAPID token cache's options (`PushVapid.TokenCacheOptions`): the default
  * reuses a token per push-service origin; `{ signEach: true }` is the baseline the push benchmark
- * prices that reuse against.
+ * prices that reuse against. The batch kind and the single-message kind of earlier versions share
+ * one token cache, one set of connections and one limit of requests in flight.
  */
-export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?: PushVapid.TokenCacheOptions } = {}) {
+export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens?: PushVapid.TokenCacheOptions } = {}) {
   yield* PushMetrics.atZero
   const config = yield* PushConfig
   const permissions = yield* Permissions
@@ -111,11 +92,10 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
   const tokens = yield* PushVapid.makeTokenCache(config.vapid, options.tokens)
   const connections = yield* PushConnections.make(config, sendLimits)
   const encryption = yield* PushEncryption.make(config.encryptionThreads ?? defaults.encryptionThreads)
+  const inFlight = yield* Semaphore.make(config.maxInFlight)
   const ttlMillis = Duration.toMillis(config.ttl)
   // Once a minute per push service: a wrong VAPID key fails every message to it.
   const configError = ThrottledWarnings.make("1 minute", Effect.logError)
-
-  const read = (args: DeliverArgs) => readTarget(sql, permissions, args)
 
   const removeRegistration = (id: string) =>
     Effect.gen(function* () {
@@ -126,77 +106,177 @@ export const makeWith = Effect.fnUntraced(function* (options: { readonly tokens?
       }
     })
 
-  const run = Effect.fn("PushDelivery.run")(function* (args: DeliverArgs) {
-    const t = yield* read(args)
-    if (!t.registered) return yield* count("unregistered")
-    if (t.occurredAt === null || t.space === null || t.type === null || t.epoch === null) {
-      return yield* dead("expired", `event ${args.seq} left the log before its push was sent`)
-    }
-    const now = yield* Clock.currentTimeMillis
-    const left = ttlMillis - (now - t.occurredAt.getTime())
-    if (left <= 0) return yield* dead("expired", `the TTL (${Duration.format(config.ttl)}) passed before delivery`)
-    const allowed = t.allowed ?? (yield* permissions.allowed(t.principal!, pushDeliver, t.space))
-    if (!allowed) return yield* dead("denied", `${t.principal} lacks ${pushDeliver} on space ${t.space}`)
+  /** What is left of the TTL now, in milliseconds. */
+  const ttlLeft = (event: TargetEvent) =>
+    Effect.map(Clock.currentTimeMillis, (now) => ttlMillis - (now - event.occurredAt.getTime()))
 
-    const endpoint = t.endpoint!
-    const key = PushMessageKey.make(t.epoch, args.registration, BigInt(args.seq))
-    const payload = PushEnvelope.body({
-      key,
-      type: t.type,
-      space: t.space,
-      epoch: t.epoch,
-      seq: BigInt(args.seq),
-      occurredAt: t.occurredAt,
-      summary: t.summary,
+  /** Each principal's right: from SQL where it answered, else asked here in one call, once per principal. */
+  const rightsOf = (targets: ReadonlyArray<Target>, space: string) =>
+    Effect.gen(function* () {
+      const rights = new Map<string, boolean>()
+      for (const t of targets) if (t.principal !== null && t.allowed !== null) rights.set(t.principal, t.allowed)
+      const unasked = [
+        ...new Set(targets.flatMap((t) => (t.principal === null || rights.has(t.principal) ? [] : [t.principal]))),
+      ]
+      if (unasked.length > 0) {
+        const answers = yield* permissions.allowedEach(
+          unasked.map((principal) => ({ principal, action: pushDeliver, spaceId: space })),
+        )
+        for (const [i, principal] of unasked.entries()) rights.set(principal, answers[i] === true)
+      }
+      return rights
     })
-    const request = yield* encryption
-      .build({
-        endpoint,
-        p256dh: t.p256dh!,
-        auth: t.auth!,
-        payload,
-        ttlSeconds: Math.ceil(left / 1000),
-        urgency: "normal",
-        topic: PushMessageKey.topic(key),
-        authorization: yield* tokens.authorization(new URL(endpoint).origin),
-      })
-      .pipe(Effect.catchTag("PushPayloadTooLarge", (e) => dead("payload_too_large", e.message)))
-    const result = yield* OutboundSender.send(request, config.policy, sendLimits, connections)
-    const answered = yield* Clock.currentTimeMillis
-    const verdict = PushOutcome.classify(result, answered)
-    switch (verdict._tag) {
-      case "Delivered":
-        yield* Metric.update(PushMetrics.handoffLatency, (answered - t.occurredAt.getTime()) / 1000)
-        return yield* count("delivered")
-      case "Gone":
-        yield* count("gone")
-        return yield* removeRegistration(args.registration)
-      case "Throttled":
-        yield* count("throttled")
-        return yield* new JobKind.JobSnooze({ delay: Duration.min(verdict.delay, Duration.millis(left)) })
-      case "Retry":
-        yield* count("retried")
-        return yield* new PushServiceUnavailable({ reason: verdict.reason })
-      case "Dead":
-        if (verdict.outcome === "config_error") {
-          const host = new URL(endpoint).host
-          yield* configError(
-            host,
-            `push: ${host}: ${verdict.reason} (registration ${args.registration} kept; every push to it is likely refused; counted in bothy.push.deliveries{outcome="config_error"})`,
-          )
-        }
-        return yield* dead(verdict.outcome, verdict.reason)
+
+  /** The request to one registration, sent, and what its answer makes of it. */
+  const send = (attempt: Attempt, t: Target & { readonly endpoint: string }, origin: string) =>
+    Effect.gen(function* () {
+      const { event, ledger, args } = attempt
+      const left = yield* ttlLeft(event)
+      const key = PushMessageKey.make(event.epoch, t.registration, BigInt(args.seq))
+      const payload = PushEnvelope.body({ key, ...event, seq: BigInt(args.seq) })
+      const request = yield* encryption
+        .build({
+          endpoint: t.endpoint,
+          p256dh: t.p256dh!,
+          auth: t.auth!,
+          payload,
+          ttlSeconds: Math.max(0, Math.ceil(left / 1000)),
+          urgency: "normal",
+          topic: PushMessageKey.topic(key),
+          authorization: yield* tokens.authorization(origin),
+        })
+        .pipe(
+          Effect.catchTag("PushPayloadTooLarge", (e) =>
+            Effect.as(
+              Effect.andThen(
+                count("payload_too_large"),
+                Effect.sync(() => ledger.die(t.registration, e.message)),
+              ),
+              undefined,
+            ),
+          ),
+        )
+      if (request === undefined) return
+      const result = yield* OutboundSender.send(request, config.policy, sendLimits, connections)
+      const answered = yield* Clock.currentTimeMillis
+      const verdict = PushOutcome.classify(result, answered)
+      switch (verdict._tag) {
+        case "Delivered":
+          yield* Metric.update(PushMetrics.handoffLatency, (answered - event.occurredAt.getTime()) / 1000)
+          yield* count("delivered")
+          return ledger.settle(t.registration)
+        case "Gone":
+          yield* count("gone")
+          yield* removeRegistration(t.registration)
+          return ledger.settle(t.registration)
+        case "Throttled":
+          yield* count("throttled")
+          return ledger.throttle(origin, t.registration, verdict.delay)
+        case "Retry":
+          yield* count("retried")
+          return ledger.fail(t.registration, verdict.reason)
+        case "Dead":
+          if (verdict.outcome === "config_error") {
+            const host = new URL(t.endpoint).host
+            yield* configError(
+              host,
+              `push: ${host}: ${verdict.reason} (registration ${t.registration} kept; every push to it is likely refused; counted in bothy.push.deliveries{outcome="config_error"})`,
+            )
+          }
+          yield* count(verdict.outcome)
+          return ledger.die(t.registration, verdict.reason)
+      }
+    })
+
+  /** One registration of the attempt, from its row to its settling (or not). */
+  const deliverOne = (attempt: Attempt, t: Target) =>
+    Effect.gen(function* () {
+      const { ledger, event } = attempt
+      if (t.endpoint === null) {
+        yield* count("unregistered")
+        ledger.settle(t.registration)
+      } else if (attempt.rights.get(t.principal!) !== true) {
+        yield* count("denied")
+        ledger.die(t.registration, `${t.principal} lacks ${pushDeliver} on space ${event.space}`)
+      } else {
+        const origin = new URL(t.endpoint).origin
+        const endpoint = t.endpoint
+        yield* inFlight.withPermit(
+          Effect.suspend(() => {
+            if (attempt.progress.lost()) return Effect.void
+            // Its push service asked this attempt to wait: the registration waits with it, unsent.
+            if (ledger.isThrottled(origin))
+              return Effect.sync(() => ledger.throttle(origin, t.registration, Duration.zero))
+            return send(attempt, { ...t, endpoint }, origin)
+          }),
+        )
+      }
+      yield* attempt.progress.flush
+    })
+
+  /** Records the attempt's plan and ends it as the plan says. */
+  const finish = (attempt: Attempt) =>
+    Effect.gen(function* () {
+      if (attempt.progress.lost()) return
+      const left = yield* ttlLeft(attempt.event)
+      const plan = attempt.ledger.plan(Duration.millis(Math.max(0, left)))
+      const now = yield* Clock.currentTimeMillis
+      if (plan.next._tag === "Snooze" || plan.next._tag === "Retry" || plan.split.length > 0) {
+        const split = plan.split.map((s) => ({
+          registrations: s.registrations,
+          scheduledAt: new Date(now + Duration.toMillis(s.delay)),
+        }))
+        if (!(yield* attempt.progress.last(plan.keep, split))) return
+      }
+      switch (plan.next._tag) {
+        case "Done":
+          return
+        case "Dead":
+          return yield* new JobKind.JobCancel({ reason: plan.next.reason })
+        case "Snooze":
+          return yield* new JobKind.JobSnooze({ delay: plan.next.delay })
+        case "Retry":
+          return yield* new PushServiceUnavailable({ reason: plan.next.reason })
+      }
+    })
+
+  const run = Effect.fn("PushDelivery.run")(function* (input: BatchArgs | DeliverArgs, job: JobKind.JobInfo) {
+    const args = asBatch(input)
+    if (args.registrations.length === 0) return
+    const { event, targets } = yield* readTargets(sql, permissions, args)
+    const expired = (reason: string) =>
+      Effect.andThen(count("expired", targets.length), Effect.fail(new JobKind.JobCancel({ reason })))
+    if (event === undefined) return yield* expired(`event ${args.seq} left the log before its push was sent`)
+    if ((yield* ttlLeft(event)) <= 0) {
+      return yield* expired(`the TTL (${Duration.format(config.ttl)}) passed before delivery`)
     }
+    const rights = yield* rightsOf(targets, event.space)
+    const ledger = new Ledger(args.registrations)
+    const progress = yield* PushProgress.make(sql, job, args, ledger)
+    const attempt: Attempt = { args, event, rights, ledger, progress }
+    yield* Effect.forEach(targets, (t) => deliverOne(attempt, t), {
+      concurrency: "unbounded",
+      discard: true,
+    }).pipe(Effect.onInterrupt(() => progress.lastWord))
+    return yield* finish(attempt)
   })
 
-  return JobKind.make({
-    kind: deliverKind,
-    args: DeliverArgs,
-    run,
-    timeout: "30 seconds",
-    retryDelay: PushSchedule.retryDelay,
-  })
+  const timeout = "5 minutes"
+  return {
+    batch: JobKind.make({ kind: deliverKind, args: BatchArgs, run, timeout, retryDelay: PushSchedule.retryDelay }),
+    legacy: JobKind.make({
+      kind: legacyDeliverKind,
+      args: LegacyArgs,
+      run,
+      timeout,
+      retryDelay: PushSchedule.retryDelay,
+    }),
+  }
 })
 
-/** The job kind as the worker runs it: one VAPID token per push-service origin, reused. */
-export const make = makeWith()
+/** The batch kind alone, with the token cache's options (what the push benchmark runs). */
+export const makeWith = (options: { readonly tokens?: PushVapid.TokenCacheOptions } = {}) =>
+  Effect.map(makeKinds(options), (kinds) => kinds.batch)
+
+/** The job kinds as the worker runs them: one VAPID token per push-service origin, reused. */
+export const make = Effect.map(makeKinds(), (kinds) => [kinds.batch, kinds.legacy] as const)

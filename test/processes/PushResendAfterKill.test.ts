@@ -1,31 +1,16 @@
-/**
- * A push message sent again after its worker died mid-send is one a device can drop: a `bothy
- * worker` process is SIGKILLed while the push service holds its requests (they reached the service,
- * no answer was recorded), a second worker rescues the jobs once the first one's lease lapses and
- * sends them again, and each copy carries the first one's `Topic`, `tag` and `id`.
- *
- * Every wait is on a signal: the push service's queue of messages, the worker's start line, the
- * killed process's exit. The lease lapse is real (10 s), as an operator's SIGKILL would meet it.
- */
-import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
-import { EventLog } from "../../src/log/EventLog.ts"
-import { PushConfig } from "../../src/push/PushConfig.ts"
 import { deliverKind } from "../../src/push/PushJob.ts"
 import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
-import * as PushVapid from "../../src/push/PushVapid.ts"
-import * as PushService from "../../testkit/PushService.ts"
+import type * as PushService from "../../testkit/PushService.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
-import * as TestDatabase from "../support/TestDatabase.ts"
-import * as TestPush from "../support/TestPush.ts"
+import * as PushWorkerProcess from "../support/PushWorkerProcess.ts"
 import { member } from "../support/TestPushWorker.ts"
-import * as WorkerProcess from "../support/WorkerProcess.ts"
 
 interface PushJobRow {
-  readonly registration: string
+  /** The registrations the job's args name (as last recorded). */
+  readonly registrations: ReadonlyArray<string>
   readonly state: string
   readonly attempt: number
   readonly errorKinds: ReadonlyArray<string>
@@ -34,9 +19,9 @@ interface PushJobRow {
 const pushJobs = Effect.flatMap(
   SqlClient.SqlClient,
   (sql) => sql<PushJobRow>`
-    SELECT args ->> 'registration' AS registration, state::text AS state, attempt,
+    SELECT args -> 'registrations' AS registrations, state::text AS state, attempt,
            coalesce((SELECT jsonb_agg(e ->> 'kind') FROM jsonb_array_elements(errors) AS e), '[]') AS "errorKinds"
-    FROM jobs WHERE kind = ${deliverKind} ORDER BY (args ->> 'registration')::bigint`,
+    FROM jobs WHERE kind = ${deliverKind} ORDER BY id`,
 )
 
 /** What a device reads of one message: the `Topic` header and the envelope's `id`, `tag` and `event`. */
@@ -50,35 +35,25 @@ describe("push messages sent again after a worker is killed", () => {
     "PushResendCarriesSameKey: a worker SIGKILLed while the push service holds its requests; after its lease lapses a second worker sends each message again with the same Topic, tag and id, derived from (epoch, registration, event)",
     () =>
       Effect.gen(function* () {
-        const { url } = yield* TestDatabase.cloneForProcesses("push_resend")
-        const vapid = PushVapid.generate()
-        const service = yield* PushService.start({ applicationServerKey: vapid.publicKey })
-        const host = Layer.mergeAll(EventLog.layer, PermissionGrants.layer).pipe(
-          Layer.provideMerge(PushConfig.layerWith(TestPush.settings())),
-          Layer.provideMerge(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })),
-        )
+        const { service, host, env } = yield* PushWorkerProcess.world("push_resend")
         // Two browsers: the key must tell their messages of one event apart.
         const browsers = yield* member(service, "team", "ann", 2).pipe(Effect.provide(host))
         for (const b of browsers) service.script(b.browser.id, [{ hang: true }])
 
-        const env = { DATABASE_URL: url, ...WorkerProcess.deliveringEnv(vapid) }
         const first = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], env)
         yield* first.waitFor(/worker running \(consumers: webhooks, push;/)
-        const { epoch, seq } = yield* Effect.gen(function* () {
-          const log = yield* EventLog
-          yield* log.append([{ space: "team", type: "card.created", actor: "bob", payload: { summary: "hi" } }])
-          return yield* log.head
-        }).pipe(Effect.provide(host))
+        const { epoch, seq } = yield* PushWorkerProcess.appendOne.pipe(Effect.provide(host))
 
         // Both requests reached the push service, which holds them unanswered: kill the worker now.
         const held = yield* service.take(2)
         first.child.kill("SIGKILL")
         assert.strictEqual((yield* first.exited).signal, "SIGKILL")
         const orphaned = yield* pushJobs.pipe(Effect.provide(host))
+        // One job carries the event to both registrations.
         assert.deepStrictEqual(
-          orphaned.map((j) => j.state),
-          ["running", "running"],
-          "the killed worker left its jobs running",
+          orphaned.map((j) => [j.state, j.registrations.length]),
+          [["running", 2]],
+          "the killed worker left its job running, both registrations still to send",
         )
 
         // The second worker rescues them once the first one's lease has lapsed, and sends again (201).
@@ -87,7 +62,7 @@ describe("push messages sent again after a worker is killed", () => {
         const resent = yield* service.take(2)
         const jobs = yield* pushJobs.pipe(Effect.provide(host))
         for (const job of jobs) {
-          assert.include(job.errorKinds, "rescued", `job of registration ${job.registration} was rescued`)
+          assert.include(job.errorKinds, "rescued", "the job was rescued")
           assert.strictEqual(job.attempt, 2)
         }
 

@@ -21,6 +21,7 @@ import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushConfig from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushSchedule from "../../src/push/PushSchedule.ts"
+import * as PushTargets from "../../src/push/PushTargets.ts"
 import * as Drain from "../../src/webhooks/drain/Drain.ts"
 import type { PendingDelivery } from "../../src/webhooks/drain/PendingDeliveries.ts"
 import * as PendingDeliveries from "../../src/webhooks/drain/PendingDeliveries.ts"
@@ -117,7 +118,22 @@ const statements = Effect.gen(function* () {
       statement: StatementRound.statement(sql, {
         name: PushFanOut.name,
         batchSize: 500,
-        fanOut: PushFanOut.statementFanOut(audience, PushSchedule.maxAttempts(PushConfig.defaults.ttl)),
+        fanOut: PushFanOut.statementFanOut(
+          audience,
+          PushSchedule.maxAttempts(PushConfig.defaults.ttl),
+          PushConfig.defaults.batchSize,
+        ),
+      }),
+    },
+    {
+      name: "push-targets",
+      title:
+        "A push batch's read at each attempt: the event, the registrations left and each principal's right (the default Permissions).",
+      source: "src/push/PushTargets.ts (targetsStatement) with src/authz/PermissionGrants.ts",
+      statement: PushTargets.targetsStatement(sql, permissions, {
+        seq: "42",
+        at: "2026-01-01T00:00:00.123456+00:00",
+        registrations: ["7", "8", "9"],
       }),
     },
     {

@@ -42,14 +42,18 @@ const world = Effect.gen(function* () {
   return { expected, reg }
 })
 
-const made = Effect.map(TestPush.jobs, (jobs) => jobs.map((j) => `${j.registration}:${j.seq}`).sort())
+const made = Effect.map(TestPush.jobs, (jobs) =>
+  jobs.flatMap((j) => j.registrations.map((r) => `${r}:${j.seq}`)).sort(),
+)
 
-/** Each job's args as `push.deliver` decodes them, by `registration:seq`, with the event's time in ms. */
+/** Each job's args as `push.batch` decodes them, by `registration:seq`, with the event's time in ms. */
 const decodedArgs = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<{ args: unknown }>`SELECT args FROM jobs WHERE kind = ${PushJob.deliverKind}`
-  const args = yield* Effect.forEach(rows, (row) => Schema.decodeUnknownEffect(PushJob.DeliverArgs)(row.args))
-  return Object.fromEntries(args.map((a) => [`${a.registration}:${a.seq}`, Date.parse(a.at ?? "")]))
+  const args = yield* Effect.forEach(rows, (row) => Schema.decodeUnknownEffect(PushJob.BatchArgs)(row.args))
+  return Object.fromEntries(
+    args.flatMap((a) => a.registrations.map((r) => [`${r}:${a.seq}`, Date.parse(a.at ?? "")] as const)),
+  )
 })
 
 const resetCursor = Effect.flatMap(
@@ -59,7 +63,7 @@ const resetCursor = Effect.flatMap(
 
 layer(TestPush.layer(), { excludeTestServices: true })("PushFanOut", (it) => {
   it.effect(
-    "PushAudienceMembersNotActorNotMuted: one push.deliver job per registration of each member of the event's space, none for the actor, for members who muted the space or the type, or for non-members; unique per (registration, seq) when a round runs again; both rounds write args that decode as PushJob.DeliverArgs",
+    "PushAudienceMembersNotActorNotMuted: a push job per event names each registration of each member of the event's space, none for the actor, for members who muted the space or the type, or for non-members; unique per (registration, seq) when a round runs again; both rounds write args that decode as PushJob.BatchArgs",
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -89,6 +93,55 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushFanOut", (it) => {
         assert.strictEqual((yield* round)._tag, "Processed")
         assert.deepStrictEqual(yield* made, expected)
         assert.deepStrictEqual(yield* decodedArgs, inStatement, "the same args as the one-statement round's")
+      }),
+  )
+})
+
+/** The jobs as their registrations, in order of seq and first registration. */
+const batches = Effect.map(TestPush.jobs, (jobs) => jobs.map((j) => ({ seq: j.seq, registrations: j.registrations })))
+
+layer(TestPush.layer({ batchSize: 2 }), { excludeTestServices: true })("PushFanOut in batches", (it) => {
+  it.effect(
+    "PushBatchesOfAtMostBatchSize: an event's registrations are cut into jobs of at most push.batch_size, in id order, the same by the one-statement round and the transactional one, each unique per (seq, first registration)",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        for (const p of ["ann", "ben", "cy"]) yield* PushAudience.join("b1", p)
+        const ids: Array<string> = []
+        for (const p of ["ann", "ann", "ben", "cy", "cy"]) {
+          ids.push((yield* PushRegistrations.register(p, TestPush.unheardSubscription())).id)
+        }
+        const log = yield* EventLog
+        yield* log.append([
+          { space: "b1", type: "t", actor: "nobody", payload: {} },
+          { space: "b1", type: "t", actor: "ben", payload: {} },
+        ])
+        const head = (yield* log.head).seq
+        const [e1, e2] = [String(head - 1n), String(head)]
+        const sorted = [...ids].sort((a, b) => Number(BigInt(a) - BigInt(b)))
+        const withoutBen = sorted.filter((r) => r !== ids[2])
+        const expected = [
+          { seq: e1, registrations: sorted.slice(0, 2) },
+          { seq: e1, registrations: sorted.slice(2, 4) },
+          { seq: e1, registrations: sorted.slice(4) },
+          { seq: e2, registrations: withoutBen.slice(0, 2) },
+          { seq: e2, registrations: withoutBen.slice(2) },
+        ]
+        assert.strictEqual((yield* TestPush.round())._tag, "Processed")
+        assert.deepStrictEqual(yield* batches, expected)
+        const keys = (yield* TestPush.jobs).map((j) => j.uniqueKey)
+        assert.deepStrictEqual(
+          keys,
+          expected.map((b) => `push:${b.seq}:b${b.registrations[0]}`),
+        )
+
+        yield* sql`DELETE FROM jobs`
+        yield* sql`UPDATE event_consumer_cursors SET last_seq = ${head - 2n} WHERE name = 'push'`
+        const sqlAudience = yield* PushAudience.PushAudience
+        const host: PushAudience.PushAudienceShape = { recipients: sqlAudience.recipients }
+        const round = yield* Consumer.makeRound(PushFanOut.roundOptions(host, TestPush.settings().ttl, 10, 2))
+        assert.strictEqual((yield* round)._tag, "Processed")
+        assert.deepStrictEqual(yield* batches, expected, "the transactional round cuts the same batches")
       }),
   )
 })

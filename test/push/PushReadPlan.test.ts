@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { Permissions } from "../../src/authz/Permissions.ts"
 import * as EventLogPartitions from "../../src/log/EventLogPartitions.ts"
-import { readTarget } from "../../src/push/PushDelivery.ts"
+import { readTargets } from "../../src/push/PushTargets.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
 import { explaining, planned } from "../support/PlanCapture.ts"
 import * as TestPush from "../support/TestPush.ts"
@@ -50,10 +50,10 @@ layer(TestPush.layer(), { excludeTestServices: true })("the push delivery's read
           SELECT to_jsonb(occurred_at) #>> '{}' AS at, occurred_at AS "occurredAt" FROM event_log WHERE seq = ${seq!}`
 
         const { result, plans } = yield* explaining(
-          /AS seq, .* AS registration\) AS k/,
-          readTarget(sql, permissions, { registration: "1", seq: String(seq), at: event!.at }),
+          /AS seq\) AS k LEFT JOIN event_log/,
+          readTargets(sql, permissions, { registrations: ["1"], seq: String(seq), at: event!.at }),
         )
-        assert.strictEqual(result.occurredAt?.getTime(), event!.occurredAt.getTime(), "the event is found")
+        assert.strictEqual(result.event?.occurredAt.getTime(), event!.occurredAt.getTime(), "the event is found")
         assert.strictEqual(plans.length, 1)
         assert.strictEqual(removedAtStart(plans[0]), 0, "no leaf was set up only to be pruned at the start")
         const hour = EventLogPartitions.dayName(event!.occurredAt)

@@ -111,7 +111,11 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
     "how long a push service keeps an undelivered message, and how long a failing one is retried (0s to 4w)",
   ],
   ["push.registration_max_age", "registrations not refreshed for this long are removed (1d to 3650d)"],
-  ["push.max_in_flight", "push deliveries a worker has in flight at once (1 to 10000)"],
+  ["push.max_in_flight", "push messages a worker has in flight at once, whatever their jobs (1 to 10000)"],
+  [
+    "push.batch_size",
+    "registrations one push job sends an event to (1 to 1000; see [push.md](push.md#one-job-per-batch))",
+  ],
   [
     "push.encryption_threads",
     "threads that encrypt push messages (aes128gcm) off the event loop: auto (one per core) or 0 to 64 (0: on it)",
@@ -199,6 +203,7 @@ const probes: Record<string, Probe> = {
   "push.ttl": push,
   "push.registration_max_age": push,
   "push.max_in_flight": push,
+  "push.batch_size": push,
   "push.encryption_threads": push,
   log_level: { _tag: "Source", file: "src/bin/bothy.ts" },
   "metrics.address": read(MetricsEndpoint.loadAddress),

@@ -14,6 +14,7 @@ import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
 import { defaults, PushConfig, type PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
+import { deliverKind, legacyDeliverKind } from "../../src/push/PushJob.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
 import * as PushService from "../../testkit/PushService.ts"
 import * as TestDatabase from "./TestDatabase.ts"
@@ -58,11 +59,17 @@ export const round = (batchSize = 10_000, ttl?: Duration.Duration) =>
   Effect.gen(function* () {
     const audience = yield* PushAudience.PushAudience
     const config = yield* PushConfig
-    return yield* yield* Consumer.makeRound(PushFanOut.roundOptions(audience, ttl ?? config.ttl, batchSize))
+    return yield* yield* Consumer.makeRound(
+      PushFanOut.roundOptions(audience, ttl ?? config.ttl, batchSize, config.batchSize),
+    )
   })
 
 export interface PushJob {
   readonly id: string
+  readonly kind: string
+  /** The registrations its args name: a batch's left to send (as last recorded), or a single job's one. */
+  readonly registrations: ReadonlyArray<string>
+  /** The first of them. */
   readonly registration: string
   readonly seq: string
   readonly state: string
@@ -70,12 +77,15 @@ export interface PushJob {
   readonly errors: ReadonlyArray<{ readonly kind: string; readonly message: string }>
 }
 
-/** The `push.deliver` jobs, in order of registration and seq. */
+/** The push jobs (batches, and single jobs of earlier versions), in order of seq and first registration. */
 export const jobs = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   return yield* sql<PushJob>`
-    SELECT id::text AS id, args ->> 'registration' AS registration, args ->> 'seq' AS seq, state::text AS state,
-           unique_key AS "uniqueKey", errors
-    FROM jobs WHERE kind = ${PushFanOut.deliverKind}
-    ORDER BY (args ->> 'registration')::bigint, (args ->> 'seq')::bigint`
+    SELECT id::text AS id, kind, r.registrations, r.registrations ->> 0 AS registration, args ->> 'seq' AS seq,
+           state::text AS state, unique_key AS "uniqueKey", errors
+    FROM jobs CROSS JOIN LATERAL (
+      SELECT coalesce(args -> 'registrations', jsonb_build_array(args -> 'registration')) AS registrations
+    ) AS r
+    WHERE kind IN (${deliverKind}, ${legacyDeliverKind})
+    ORDER BY (args ->> 'seq')::bigint, (r.registrations ->> 0)::bigint, id`
 })

@@ -31,10 +31,10 @@ export const member = (service: PushService.PushService, space: string, principa
 /** Starts the `push.deliver` worker in the current scope; each recorded batch of outcomes arrives on `finalized`. */
 export const startWorker = Effect.gen(function* () {
   const finalized = yield* Queue.unbounded<Reported>()
-  const kind = yield* PushDelivery.make
+  const kinds = yield* PushDelivery.make
   const context = yield* Layer.build(
     JobWorker.layer({
-      kinds: [kind],
+      kinds: [...kinds],
       queues: { [PushFanOut.queue]: { concurrency: 8 } },
       onFinalized: (batch) => Queue.offerAll(finalized, batch).pipe(Effect.asVoid),
     }),

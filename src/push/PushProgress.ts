@@ -1,0 +1,78 @@
+/**
+ * The record of a push batch's progress on its job: the registrations left, written as the job's
+ * args (`JobProgress`) while the batch runs, so that an attempt after a crash sends only to what no
+ * write recorded as settled.
+ *
+ * What it keeps true: one write at a time, in order, each of everything settled so far (what is left
+ * only shrinks, so a later write never gives a settled registration back); the last one, with the
+ * jobs split off, after every other. A write that starts while another runs is left to the next
+ * (group commit): as many writes as the database takes while the batch runs, never one per
+ * registration. Once a write finds the job no longer held by this attempt (put back, claimed
+ * again), `lost` is set and nothing more is written.
+ */
+import { Duration, Effect, Semaphore } from "effect"
+import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql/SqlError"
+import type { JobInfo } from "../jobs/JobKind.ts"
+import * as JobProgress from "../jobs/JobProgress.ts"
+import type { Ledger } from "./PushBatch.ts"
+import { type BatchArgs, batchArgsJson } from "./PushJob.ts"
+
+/** How long an interrupted attempt may take to write what it knows before it ends. */
+const lastWordTimeout = Duration.seconds(1)
+
+export interface PushProgress {
+  /** Whether a write found the job no longer held by this attempt: it must send nothing more. */
+  readonly lost: () => boolean
+  /** After a registration settled: writes, unless a write runs (a failed write is tried again at the next). */
+  readonly flush: Effect.Effect<void>
+  /** When interrupted: what is known, within a bound. */
+  readonly lastWord: Effect.Effect<void>
+  /** The attempt's last write: `keep` as what is left, `split` as jobs of their own; `false` if lost. */
+  readonly last: (
+    keep: ReadonlyArray<string>,
+    split: ReadonlyArray<{ readonly registrations: ReadonlyArray<string>; readonly scheduledAt: Date }>,
+  ) => Effect.Effect<boolean, SqlError>
+}
+
+export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, ledger: Ledger) =>
+  Effect.gen(function* () {
+    const writes = yield* Semaphore.make(1)
+    let lost = false
+    const record = (...r: Parameters<typeof JobProgress.record>) =>
+      JobProgress.record(...r).pipe(
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.map((held) => {
+          lost ||= !held
+          return held
+        }),
+      )
+    const writeLeft: Effect.Effect<void, SqlError> = Effect.suspend(() => {
+      if (ledger.unrecorded === 0 || lost) return Effect.void
+      const recorded = ledger.unrecorded
+      return record(job, batchArgsJson(args, ledger.left())).pipe(
+        Effect.andThen(() => {
+          ledger.unrecorded -= recorded
+          return writeLeft
+        }),
+      )
+    })
+    const progress: PushProgress = {
+      lost: () => lost,
+      flush: writes.withPermitsIfAvailable(1)(writeLeft).pipe(Effect.ignore),
+      lastWord: writes
+        .withPermit(writeLeft)
+        .pipe(Effect.interruptible, Effect.timeoutOption(lastWordTimeout), Effect.ignore),
+      last: (keep, split) =>
+        lost
+          ? Effect.succeed(false)
+          : writes.withPermit(
+              record(
+                job,
+                batchArgsJson(args, keep),
+                split.map((s) => ({ args: batchArgsJson(args, s.registrations), scheduledAt: s.scheduledAt })),
+              ),
+            ),
+    }
+    return progress
+  })

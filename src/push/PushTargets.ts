@@ -1,0 +1,111 @@
+/**
+ * What an attempt of a push batch reads, in one statement: the event once, each registration still
+ * to send to (or that it is gone), and, when `Permissions` answers in SQL, the `push.deliver` right
+ * once per principal among them (a principal with five browsers is asked once, not five times).
+ *
+ * The event's time travels in the job (`at`): its millisecond's bounds go in as parameters
+ * (`EventLog.eventAtTime`), so PostgreSQL prunes the log to one hour leaf while it plans, the first
+ * execution on a connection as every later one (a bound computed in SQL from the parameter,
+ * `date_trunc`, is a stable function, which the planner does not fold: it set up every leaf of the
+ * log for each custom plan, hundreds of milliseconds on a cold connection).
+ */
+import { Effect } from "effect"
+import type { SqlClient } from "effect/sql"
+import { type PermissionsShape, pushDeliver } from "../authz/Permissions.ts"
+import * as EventLog from "../log/EventLog.ts"
+import type { BatchArgs } from "./PushJob.ts"
+
+/** The event of a batch; `undefined` when it left the log. */
+export interface TargetEvent {
+  readonly space: string
+  readonly type: string
+  readonly epoch: number
+  readonly occurredAt: Date
+  readonly summary: string | null
+}
+
+/** One registration of the batch; `endpoint` and the keys are `null` when it was removed. */
+export interface Target {
+  readonly registration: string
+  readonly principal: string | null
+  readonly endpoint: string | null
+  readonly p256dh: string | null
+  readonly auth: string | null
+  /** The principal's right from SQL; `null` when `Permissions` does not answer in SQL. */
+  readonly allowed: boolean | null
+}
+
+export interface Targets {
+  readonly event: TargetEvent | undefined
+  readonly targets: ReadonlyArray<Target>
+}
+
+interface Row extends Target {
+  readonly space: string | null
+  readonly type: string | null
+  readonly epoch: number | null
+  readonly occurredAt: Date | null
+  readonly summary: string | null
+}
+
+/** The statement, whose composed text docs/sql/push-targets.sql keeps. */
+export const targetsStatement = (sql: SqlClient.SqlClient, permissions: PermissionsShape, args: BatchArgs) => {
+  const at = args.at === undefined ? undefined : new Date(args.at)
+  const rights =
+    permissions.inSql === undefined
+      ? sql``
+      : sql`, rights AS MATERIALIZED (
+          SELECT p.principal, ${permissions.inSql({ principal: sql`p.principal`, spaceId: sql`ev.space_id` }, pushDeliver)} AS allowed
+          FROM (SELECT DISTINCT principal FROM regs WHERE principal IS NOT NULL) AS p CROSS JOIN ev
+          WHERE ev.space_id IS NOT NULL
+        )`
+  const allowed = permissions.inSql === undefined ? sql`NULL::boolean` : sql`rights.allowed`
+  const joinRights = permissions.inSql === undefined ? sql`` : sql`LEFT JOIN rights ON rights.principal = g.principal`
+  return sql<Row>`
+    WITH ev AS MATERIALIZED (
+      SELECT e.space_id, e.type, e.epoch, e.occurred_at,
+             CASE WHEN jsonb_typeof(e.payload -> 'summary') = 'string' THEN left(e.payload ->> 'summary', 1000) END AS summary
+      FROM (SELECT ${args.seq}::bigint AS seq) AS k LEFT JOIN ${EventLog.eventAtTime(sql, sql`k.seq`, at)}
+    ), regs AS MATERIALIZED (
+      SELECT k.registration, r.principal, r.endpoint, r.p256dh, r.auth
+      FROM unnest(${args.registrations}::bigint[]) WITH ORDINALITY AS k (registration, n)
+      LEFT JOIN push_registrations AS r ON r.id = k.registration
+      ORDER BY k.n
+    )${rights}
+    SELECT g.registration::text AS registration, g.principal, g.endpoint, g.p256dh, g.auth,
+           ev.space_id AS space, ev.type, ev.epoch, ev.occurred_at AS "occurredAt", ev.summary, ${allowed} AS allowed
+    FROM regs AS g CROSS JOIN ev ${joinRights}`
+}
+
+/** The targets of one attempt; exported for the test that holds its plan to one leaf of the log. */
+export const readTargets = (sql: SqlClient.SqlClient, permissions: PermissionsShape, args: BatchArgs) =>
+  targetsStatement(sql, permissions, args).pipe(
+    Effect.map((rows): Targets => {
+      const first = rows[0]
+      const event =
+        first === undefined ||
+        first.space === null ||
+        first.type === null ||
+        first.epoch === null ||
+        first.occurredAt === null
+          ? undefined
+          : {
+              space: first.space,
+              type: first.type,
+              epoch: first.epoch,
+              occurredAt: first.occurredAt,
+              summary: first.summary,
+            }
+      return {
+        event,
+        targets: rows.map(({ registration, principal, endpoint, p256dh, auth, allowed }) => ({
+          registration,
+          principal,
+          endpoint,
+          p256dh,
+          auth,
+          allowed,
+        })),
+      }
+    }),
+  )
