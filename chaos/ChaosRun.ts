@@ -92,27 +92,29 @@ const drained = Effect.gen(function* () {
   return row!
 })
 
-export const run = (options: RunOptions) =>
+/** The environment every worker starts with, as production starts bothy. */
+const workerEnv = (url: string, rawKey: string, vapid: ReturnType<typeof vapidKeys>) => ({
+  DATABASE_URL: url,
+  BOTHY_WEBHOOK_SECRET_KEY: rawKey,
+  BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK: "true",
+  BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.pair.publicKey,
+  BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.pair.privateKey,
+  BOTHY_PUSH_SUBJECT: vapid.subject,
+  BOTHY_PUSH_HOSTS: "*",
+  // The old events are retention's to take when the schedule says, not the workers' at start.
+  BOTHY_SYNC_EVENT_RETENTION: "30d",
+})
+
+/** The bothy services the harness writes the world and its faults through, on its own pool. */
+const servicesLayer = (url: string, rawKey: string, vapid: PushVapid.VapidKeys) =>
   Effect.gen(function* () {
-    const { world, productionMillis, faults, text } = plan(options)
-    options.log(text)
-    const began = Date.now()
-    const server = yield* ChaosServer.start
-    yield* MigratedDatabase.create(server.adminUrl, ChaosServer.database)
-    const db = PgClient.layer({ url: Redacted.make(server.url), maxConnections: 8, applicationName: "chaos-harness" })
-    const rawKey = randomBytes(32).toString("base64")
     const secretKey = yield* SecretBox.parseKey(Redacted.make(rawKey))
-    const vapid = vapidKeys()
-    const services = Layer.mergeAll(
-      PermissionGrants.layer,
-      EventLog.layer,
-      WebhookSubscriptions.layer,
-      PushAudience.layer,
-    ).pipe(
+    const db = PgClient.layer({ url: Redacted.make(url), maxConnections: 8, applicationName: "chaos-harness" })
+    return Layer.mergeAll(PermissionGrants.layer, EventLog.layer, WebhookSubscriptions.layer, PushAudience.layer).pipe(
       Layer.provideMerge(WebhookConfig.layerWith({ secretKey, policy })),
       Layer.provideMerge(
         PushConfig.layerWith({
-          vapid: vapid.checked,
+          vapid,
           policy,
           hostPatterns: ["*"],
           ttl: pushDefaults.ttl,
@@ -122,6 +124,59 @@ export const run = (options: RunOptions) =>
       ),
       Layer.provideMerge(db),
     )
+  })
+
+/** Waits, a second at a time until `deadline`, for the run to drain; what was left. */
+const drain = (deadline: number) =>
+  Effect.gen(function* () {
+    let left = yield* drained.pipe(Effect.orDie)
+    while ((left.behind > 0 || left.pending > 0 || left.push > 0) && Date.now() < deadline) {
+      yield* Effect.sleep("1 second")
+      left = yield* drained.pipe(Effect.catch(() => Effect.succeed(left)))
+    }
+    return left
+  })
+
+/** The verdict on the run, and on each negative control (the run's records with one fault planted). */
+const judge = (
+  run: Omit<Verdict.Run, "unexpectedExits" | "startFailures" | "startFailuresUnexplained" | "receiver" | "push"> & {
+    readonly receiver: Receiver.Receiver
+    readonly push: PushReceiver.PushReceiver
+    readonly workers: Workers.Workers
+  },
+) =>
+  Effect.gen(function* () {
+    const { workers, tenants, receiver, push, history } = run
+    const judged: Verdict.Run = {
+      ...run,
+      unexpectedExits: workers.unexpectedExits.filter((e) => e.running).length,
+      startFailures: workers.unexpectedExits.filter((e) => !e.running).length,
+      startFailuresUnexplained: workers.unexpectedExits.filter((e) => !e.running && !Workers.faultExplains(e.lastLines))
+        .length,
+    }
+    const verdict = yield* Verdict.judge(judged)
+    const registrationsOf = (principal: string) =>
+      tenants.registrations.filter((r) => r.principal === principal).map((r) => r.name)
+    const controls = yield* Effect.forEach(VerdictControls.make(receiver, push, history, registrationsOf), (c) =>
+      Effect.map(Verdict.judge({ ...judged, receiver: c.receiver, push: c.push }), (v) => ({
+        name: c.name,
+        counts: c.counts,
+        value: v.zeros[c.counts],
+      })),
+    )
+    return { verdict, controls }
+  })
+
+export const run = (options: RunOptions) =>
+  Effect.gen(function* () {
+    const { world, productionMillis, faults, text } = plan(options)
+    options.log(text)
+    const began = Date.now()
+    const server = yield* ChaosServer.start
+    yield* MigratedDatabase.create(server.adminUrl, ChaosServer.database)
+    const rawKey = randomBytes(32).toString("base64")
+    const vapid = vapidKeys()
+    const services = yield* servicesLayer(server.url, rawKey, vapid.checked)
     const context = yield* Layer.build(services)
     return yield* Effect.gen(function* () {
       const receiver = yield* Receiver.start
@@ -133,17 +188,7 @@ export const run = (options: RunOptions) =>
       const workers = yield* Workers.make({
         count: workerCount,
         logDir,
-        env: {
-          DATABASE_URL: server.url,
-          BOTHY_WEBHOOK_SECRET_KEY: rawKey,
-          BOTHY_WEBHOOK_ALLOW_HTTP_LOOPBACK: "true",
-          BOTHY_PUSH_VAPID_PUBLIC_KEY: vapid.pair.publicKey,
-          BOTHY_PUSH_VAPID_PRIVATE_KEY: vapid.pair.privateKey,
-          BOTHY_PUSH_SUBJECT: vapid.subject,
-          BOTHY_PUSH_HOSTS: "*",
-          // The old events are retention's to take when the schedule says, not the workers' at start.
-          BOTHY_SYNC_EVENT_RETENTION: "30d",
-        },
+        env: workerEnv(server.url, rawKey, vapid),
       })
       const history = History.empty()
       const samples: Array<Samples.Sample> = []
@@ -175,42 +220,12 @@ export const run = (options: RunOptions) =>
       options.log(
         `produced ${produced.committed.size} events in ${((producedAt - startedAt) / 1000).toFixed(1)} s; draining`,
       )
-      const deadline = producedAt + Duration.toMillis(Duration.fromInputUnsafe(options.drainTimeout))
-      let left = yield* drained.pipe(Effect.orDie)
-      while ((left.behind > 0 || left.pending > 0 || left.push > 0) && Date.now() < deadline) {
-        yield* Effect.sleep("1 second")
-        left = yield* drained.pipe(Effect.catch(() => Effect.succeed(left)))
-      }
+      const left = yield* drain(producedAt + Duration.toMillis(Duration.fromInputUnsafe(options.drainTimeout)))
       const drainedAt = Date.now()
       options.log(`drain ended after ${((drainedAt - producedAt) / 1000).toFixed(1)} s: ${JSON.stringify(left)}`)
       yield* Fiber.interrupt(sampler)
       const exitCodes = yield* workers.stopAll
-      const sql = yield* SqlClient.SqlClient
-      const [running] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM jobs WHERE state = 'running'`
-      const judged = {
-        world,
-        tenants,
-        produced,
-        receiver,
-        push,
-        history,
-        unexpectedExits: workers.unexpectedExits.filter((e) => e.running).length,
-        startFailures: workers.unexpectedExits.filter((e) => !e.running).length,
-        startFailuresUnexplained: workers.unexpectedExits.filter(
-          (e) => !e.running && !Workers.faultExplains(e.lastLines),
-        ).length,
-        jobsLeftRunning: running!.n,
-      }
-      const verdict = yield* Verdict.judge(judged)
-      const registrationsOf = (principal: string) =>
-        tenants.registrations.filter((r) => r.principal === principal).map((r) => r.name)
-      const controls = yield* Effect.forEach(VerdictControls.make(receiver, push, history, registrationsOf), (c) =>
-        Effect.map(Verdict.judge({ ...judged, receiver: c.receiver, push: c.push }), (v) => ({
-          name: c.name,
-          counts: c.counts,
-          value: v.zeros[c.counts],
-        })),
-      )
+      const { verdict, controls } = yield* judge({ world, tenants, produced, receiver, push, history, workers })
       return {
         schedule: text,
         faults,

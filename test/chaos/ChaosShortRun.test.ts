@@ -1,5 +1,5 @@
 /**
- * The short chaos run (issue 18) inside `npm test`: the harness of `npm run chaos` with its own
+ * The short chaos run inside `npm test`: the harness of `npm run chaos` with its own
  * PostgreSQL, three real `bothy worker` processes, producers and the seeded faults (SIGKILL,
  * SIGTERM, terminated backends, a PostgreSQL restart, revoked grants, a disabled subscription,
  * receiver faults, 410s, the retention gap), then the drain and the verdict from the database and
