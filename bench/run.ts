@@ -1,40 +1,42 @@
 /**
- * `npm run bench -- <name>` runs the benchmark in `bench/<name>.ts` (see `Benchmark.ts`) against a
+ * `npm run bench -- <name>` runs the benchmark in `bench/<name>/<name>.ts` (see `harness/Benchmark.ts`) against a
  * fresh durable embedded PostgreSQL, prints its table and writes `bench/results/<name>.json`.
  * Without a name it lists the benchmarks. Ctrl-C interrupts the run; the server still stops.
  *
  * Benchmarks are not part of `npm test`: they take minutes and their figures depend on the machine.
  */
-import { readdirSync } from "node:fs"
+import { existsSync, readdirSync } from "node:fs"
 import { join } from "node:path"
 import { NodeRuntime } from "@effect/platform-node"
 import { Config, Console, Effect, Schema } from "effect"
-import { isBenchmark } from "./plumbing/Benchmark.ts"
-import { BenchServer } from "./plumbing/BenchServer.ts"
-import * as Conditions from "./plumbing/Conditions.ts"
-import * as Report from "./plumbing/Report.ts"
+import { isBenchmark } from "./harness/Benchmark.ts"
+import { BenchServer } from "./harness/BenchServer.ts"
+import * as Conditions from "./harness/Conditions.ts"
+import * as Report from "./harness/Report.ts"
 
 export class UnknownBenchmark extends Schema.TaggedError<UnknownBenchmark>()("UnknownBenchmark", {
   name: Schema.String,
   available: Schema.Array(Schema.String),
 }) {
   override get message() {
-    return `no benchmark "${this.name}" (bench/cases/${this.name}.ts); available: ${this.available.join(", ")}`
+    return `no benchmark "${this.name}" (bench/${this.name}/${this.name}.ts); available: ${this.available.join(", ")}`
   }
 }
 
-// Each module of bench/cases/ is a benchmark; bench/plumbing/ holds what they share.
-const available = readdirSync(join(import.meta.dirname, "cases"))
-  .filter((file) => /^[a-z][a-z0-9-]*\.ts$/.test(file))
-  .map((file) => file.slice(0, -".ts".length))
+// A folder of bench/ holding a module named like itself is a benchmark; bench/harness/ holds what
+// more than one of them uses.
+const available = readdirSync(import.meta.dirname, { withFileTypes: true })
+  .filter((entry) => entry.isDirectory() && /^[a-z][a-z0-9-]*$/.test(entry.name))
+  .map((entry) => entry.name)
+  .filter((name) => existsSync(join(import.meta.dirname, name, `${name}.ts`)))
   .sort()
 
 const load = (name: string) =>
-  Effect.promise(() => import(`./cases/${name}.ts`)).pipe(
+  Effect.promise(() => import(`./${name}/${name}.ts`)).pipe(
     Effect.flatMap((module: { readonly default?: unknown }) =>
       isBenchmark(module.default)
         ? Effect.succeed(module.default)
-        : Effect.die(`bench/cases/${name}.ts must default-export a Benchmark (see bench/plumbing/Benchmark.ts)`),
+        : Effect.die(`bench/${name}/${name}.ts must default-export a Benchmark (see bench/harness/Benchmark.ts)`),
     ),
   )
 

@@ -1,5 +1,5 @@
 /**
- * A job runtime as `bench/cases/jobs.ts` drives it: bothy's (`BothyJobRuntime.ts`) and graphile-worker
+ * A job runtime as `bench/jobs/jobs.ts` drives it: bothy's (`BothyJobRuntime.ts`) and graphile-worker
  * (`GraphileJobRuntime.ts`) behind one contract, so every case runs the same code against each.
  *
  * Every job is the same no-op of one kind whose args carry a number `i`; its run function calls

@@ -16,7 +16,7 @@
 
 import { Effect, Schema, type Scope } from "effect"
 import { Client, type ClientConfig } from "pg"
-import type { Tally } from "./Throughput.ts"
+import type { Tally } from "../harness/Throughput.ts"
 
 export type Baseline = "naive" | "plain"
 

@@ -6,7 +6,7 @@
  */
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import { Effect } from "effect"
-import { round3 } from "./Figures.ts"
+import { round3 } from "../harness/Figures.ts"
 
 /** Starts a histogram for the scope; `read` gives p50/p99/max in ms so far. */
 export const monitor = Effect.acquireRelease(

@@ -1,7 +1,8 @@
 /**
- * The contract between `bench/run.ts` and a benchmark. A benchmark is a module
- * `bench/cases/<name>.ts` whose default export is a `Benchmark`; `bench/plumbing/` holds what the
- * cases share. Adding `bench/cases/consumer.ts` is all `npm run bench -- consumer` needs.
+ * The contract between `bench/run.ts` and a benchmark. A benchmark is a folder `bench/<name>/`
+ * whose module `<name>.ts` default-exports a `Benchmark`; the folder holds the benchmark's parts
+ * and what only it uses, `bench/harness/` what several share. Adding `bench/consumer/consumer.ts`
+ * is all `npm run bench -- consumer` needs.
  *
  * A benchmark gets a fresh, migrated, durable server (`BenchServer`) for its whole run and returns
  * a `Report`; the runner prints it and writes `bench/results/<name>.json`.

@@ -34,11 +34,11 @@ import { PgClient } from "@effect/sql-pg"
 import { Cause, Console, Duration, Effect, Exit, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import * as CpuUsage from "./CpuUsage.ts"
-import * as DeliveryTrace from "./DeliveryTrace.ts"
-import { round3 } from "./Figures.ts"
+import * as CpuUsage from "../harness/CpuUsage.ts"
+import * as DeliveryTrace from "../harness/DeliveryTrace.ts"
+import { round3 } from "../harness/Figures.ts"
 import * as SourceTree from "./SourceTree.ts"
-import { eventAt, owner, spaceOf } from "./WebhookSample.ts"
+import { eventAt, owner, spaceOf } from "../harness/WebhookSample.ts"
 
 // ---- what the real worker runs: adapt these when src/bin/Worker.ts changes ----
 

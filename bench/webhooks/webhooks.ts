@@ -39,15 +39,15 @@ import { SqlClient } from "effect/sql"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
 import * as BothyConfig from "../../src/platform/BothyConfig.ts"
 import type { WebhookSettings } from "../../src/webhooks/WebhookConfig.ts"
-import type { Benchmark } from "../plumbing/Benchmark.ts"
-import { BenchServer } from "../plumbing/BenchServer.ts"
-import type { Report, Target } from "../plumbing/Report.ts"
-import * as SourceTree from "../plumbing/SourceTree.ts"
-import * as Throughput from "../plumbing/Throughput.ts"
-import * as WebhookBacklog from "../plumbing/WebhookBacklog.ts"
-import * as WebhookEndToEnd from "../plumbing/WebhookEndToEnd.ts"
-import * as WebhookRounds from "../plumbing/WebhookRounds.ts"
-import * as WebhookTelemetryCost from "../plumbing/WebhookTelemetryCost.ts"
+import type { Benchmark } from "../harness/Benchmark.ts"
+import { BenchServer } from "../harness/BenchServer.ts"
+import type { Report, Target } from "../harness/Report.ts"
+import * as SourceTree from "./SourceTree.ts"
+import * as Throughput from "../harness/Throughput.ts"
+import * as WebhookBacklog from "./WebhookBacklog.ts"
+import * as WebhookEndToEnd from "./WebhookEndToEnd.ts"
+import * as WebhookRounds from "./WebhookRounds.ts"
+import * as WebhookTelemetryCost from "./WebhookTelemetryCost.ts"
 
 const allParts = ["endToEnd", "rounds", "backlog", "telemetry"] as const
 
@@ -600,7 +600,7 @@ const run = Effect.gen(function* () {
       receiver:
         "one node:http server on 127.0.0.1 in the driver's process (keep-alive), 200 as soon as the body is read",
       process:
-        "each run in a fresh child process (bench/plumbing/WebhookBacklog.ts) that imports its tree's src/ modules by path: the worker side and the receiver share its event loop; PostgreSQL on the same machine; ours and the baseline alternate which runs first in each repeat",
+        "each run in a fresh child process (bench/webhooks/WebhookBacklog.ts) that imports its tree's src/ modules by path: the worker side and the receiver share its event loop; PostgreSQL on the same machine; ours and the baseline alternate which runs first in each repeat",
     }
     for (const t of backlogTargets) {
       const f = ours.find((o) => o.subscriptions === t.subscriptions)

@@ -7,7 +7,7 @@
  *   │─────────│─────────│────────
  */
 import { Duration, Effect, Fiber } from "effect"
-import { round3 } from "./Figures.ts"
+import { round3 } from "../harness/Figures.ts"
 
 export interface Percentiles {
   readonly n: number

@@ -23,7 +23,7 @@
  */
 import { Effect, Schema, type Scope } from "effect"
 import { Client, type ClientConfig } from "pg"
-import type { Tally } from "./Throughput.ts"
+import type { Tally } from "../harness/Throughput.ts"
 
 export class BaselineFailed extends Schema.TaggedError<BaselineFailed>()("BaselineFailed", {
   baseline: Schema.String,

@@ -9,13 +9,13 @@
 import { Config, Console, Duration, Effect } from "effect"
 import type { FanOutJob } from "../../src/consumer/ConsumerRound.ts"
 import { type LogSequencing, logSequencings } from "../../src/platform/BothyConfig.ts"
-import type { Benchmark } from "../plumbing/Benchmark.ts"
-import { BenchServer } from "../plumbing/BenchServer.ts"
-import { round3 } from "../plumbing/Figures.ts"
-import * as Handoff from "../plumbing/Handoff.ts"
-import type { Report } from "../plumbing/Report.ts"
-import { eventAt } from "../plumbing/SampleEvent.ts"
-import * as Throughput from "../plumbing/Throughput.ts"
+import type { Benchmark } from "../harness/Benchmark.ts"
+import { BenchServer } from "../harness/BenchServer.ts"
+import { round3 } from "../harness/Figures.ts"
+import * as Handoff from "../harness/Handoff.ts"
+import type { Report } from "../harness/Report.ts"
+import { eventAt } from "../harness/SampleEvent.ts"
+import * as Throughput from "../harness/Throughput.ts"
 
 const settings = Config.all({
   throughput: Throughput.settings,
@@ -23,7 +23,7 @@ const settings = Config.all({
   seconds: Config.Number("BENCH_HANDOFF_SECONDS").pipe(Config.withDefault(20)),
 })
 
-// The fan-out of bench/cases/consumer.ts: one job per event and receiver.
+// The fan-out of bench/consumer/consumer.ts: one job per event and receiver.
 const fanOut = (seq: bigint, receivers: number): Array<FanOutJob> =>
   Array.from({ length: receivers }, (_, r) => ({
     seq,
@@ -65,7 +65,7 @@ const run = Effect.gen(function* () {
   return {
     conditions: {
       ...handoffConfig,
-      event: "bench/plumbing/SampleEvent.ts eventAt(0); in post_commit mode with its tick added to the payload",
+      event: "bench/harness/SampleEvent.ts eventAt(0); in post_commit mode with its tick added to the payload",
       fanOut: "one job per event",
       pollInterval: "1 second",
       repeats,

@@ -17,7 +17,7 @@
  */
 import { Effect, Redacted, Schema } from "effect"
 import { type AddJobsJobSpec, Logger, makeWorkerUtils, run, type TaskList, type WorkerUtils } from "graphile-worker"
-import { BenchServer } from "./BenchServer.ts"
+import { BenchServer } from "../harness/BenchServer.ts"
 import { type JobRuntime, noopKind } from "./JobRuntime.ts"
 
 export type Preset = "defaults" | "best"

@@ -18,7 +18,7 @@
 import { Exit, Tracer } from "effect"
 import type { RoundOutcome } from "../../src/consumer/ConsumerRound.ts"
 import { deliverKind } from "../../src/push/PushFanOut.ts"
-import { ancestor, type Round as DeliveryRound, type Interval } from "./DeliveryTrace.ts"
+import { ancestor, type Round as DeliveryRound, type Interval } from "../harness/DeliveryTrace.ts"
 
 /** The spans that time a request's build: on an encryption thread, or on the event loop. */
 const builds: ReadonlySet<string> = new Set(["PushEncryption.build", "PushRequest.build"])

@@ -35,10 +35,10 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import { BenchServer } from "./BenchServer.ts"
-import { round3 } from "./Figures.ts"
-import * as RoundTrace from "./RoundTrace.ts"
-import * as Throughput from "./Throughput.ts"
+import { BenchServer } from "../harness/BenchServer.ts"
+import { round3 } from "../harness/Figures.ts"
+import * as RoundTrace from "../harness/RoundTrace.ts"
+import * as Throughput from "../harness/Throughput.ts"
 
 export const cases = ["match", "statement", "none", "miss"] as const
 export type Case = (typeof cases)[number]

@@ -16,7 +16,7 @@
 import { Console, Effect } from "effect"
 import { freePort } from "../../testkit/EmbeddedServer.ts"
 import * as TelemetrySink from "./TelemetrySink.ts"
-import * as Throughput from "./Throughput.ts"
+import * as Throughput from "../harness/Throughput.ts"
 import * as WebhookEndToEnd from "./WebhookEndToEnd.ts"
 
 export const ratioTarget = 1.1

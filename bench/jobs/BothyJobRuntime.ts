@@ -11,7 +11,7 @@ import * as JobKind from "../../src/jobs/JobKind.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
-import { BenchServer } from "./BenchServer.ts"
+import { BenchServer } from "../harness/BenchServer.ts"
 import { type JobRuntime, noopKind } from "./JobRuntime.ts"
 
 /** The worker's pool, as graphile-worker's default `maxPoolSize`. */
