@@ -12,7 +12,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Queue } from "effect"
 import { SqlClient } from "effect/sql"
-import { type Distribution, distribution } from "../harness/Handoff.ts"
+import { type Distribution, distribution } from "../harness/Distribution.ts"
 
 export interface CommitToReadable {
   /** Call as soon as the append's transaction committed. */

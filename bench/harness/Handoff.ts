@@ -36,6 +36,7 @@ import type { LogSequencing } from "../../src/platform/BothyConfig.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import { BenchServer } from "./BenchServer.ts"
 import * as Conditions from "./Conditions.ts"
+import { type Distribution, distribution } from "./Distribution.ts"
 import { round3 } from "./Figures.ts"
 import * as RoundTrace from "./RoundTrace.ts"
 import * as Throughput from "./Throughput.ts"
@@ -68,121 +69,111 @@ export class HandoffStalled extends Schema.TaggedError<HandoffStalled>()("Handof
   }
 }
 
-/** p50/p95/p99/max of a sample, nearest rank, in the sample's unit rounded to µs. */
-export interface Distribution {
-  readonly count: number
-  readonly p50: number
-  readonly p95: number
-  readonly p99: number
-  readonly max: number
-  readonly mean: number
-}
-
-export const distribution = (values: ReadonlyArray<number>): Distribution => {
-  const sorted = values.filter((v) => !Number.isNaN(v)).sort((a, b) => a - b)
-  const at = (q: number) => round3(sorted[Math.max(0, Math.ceil(q * sorted.length) - 1)] ?? Number.NaN)
-  const sum = sorted.reduce((s, v) => s + v, 0)
+/** Every stamp of one run, by event index (the tick; in counter mode also seq - base - 1). */
+const stampsFor = (config: HandoffConfig, base: bigint) => {
+  const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
+  const total = warm + Math.round(config.seconds * config.eventsPerSecond)
+  const postCommit = config.sequencing === "post_commit"
+  // post_commit: seq -> tick, from the events' payloads as the fan-out sees them.
+  const tickOf = new Map<bigint, number>()
   return {
-    count: sorted.length,
-    p50: at(0.5),
-    p95: at(0.95),
-    p99: at(0.99),
-    max: at(1),
-    mean: round3(sorted.length === 0 ? Number.NaN : sum / sorted.length),
+    base,
+    warm,
+    total,
+    postCommit,
+    lastSeq: base + BigInt(total),
+    tickOf,
+    indexOf: (seq: bigint) => (postCommit ? (tickOf.get(seq) ?? -1) : Number(seq - base) - 1),
+    lateTick: new Float64Array(total).fill(Number.NaN), // by tick: sent - due
+    appendMs: new Float64Array(total).fill(Number.NaN), // by seq: sent to commit acknowledged
+    committedAt: new Float64Array(total).fill(Number.NaN),
+    notifiedAt: new Float64Array(total).fill(Number.NaN),
+    jobAt: new Float64Array(total).fill(Number.NaN),
+    roundOf: new Int32Array(total).fill(-1),
+    outcomes: { Processed: 0, CaughtUp: 0, Locked: 0, Failed: 0 },
+    returnedAt: [] as Array<number>,
+    notifications: 0,
+    connects: 0,
+    recorder: RoundTrace.recorder(),
   }
 }
+type Stamps = ReturnType<typeof stampsFor>
 
-// ---- one run ---------------------------------------------------------------------------------
-
-export const measure = (config: HandoffConfig) =>
+/** A fresh cursor at the head and no jobs; the head is the run's base seq. */
+const resetCursor = (name: string) =>
   Effect.gen(function* () {
-    const server = yield* BenchServer
     const sql = yield* SqlClient.SqlClient
-    const name = "bench_handoff"
     yield* sql`TRUNCATE jobs`
     yield* sql`DELETE FROM event_consumer_cursors WHERE name = ${name}`
     yield* sql`INSERT INTO event_consumer_cursors (name, last_seq) SELECT ${name}, value FROM event_seq`
     const [row] = yield* sql<{ base: bigint }>`SELECT last_seq AS base FROM event_consumer_cursors WHERE name = ${name}`
-    const base = row!.base
     yield* sql.unsafe("CHECKPOINT")
+    return row!.base
+  })
 
-    const interval = 1000 / config.eventsPerSecond
-    const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
-    const total = warm + Math.round(config.seconds * config.eventsPerSecond)
-    const lateTick = new Float64Array(total).fill(Number.NaN) // by tick: sent - due
-    const appendMs = new Float64Array(total).fill(Number.NaN) // by seq: sent to commit acknowledged
-    const committedAt = new Float64Array(total).fill(Number.NaN)
-    const notifiedAt = new Float64Array(total).fill(Number.NaN)
-    const jobAt = new Float64Array(total).fill(Number.NaN)
-    const roundOf = new Int32Array(total).fill(-1)
-    const outcomes = { Processed: 0, CaughtUp: 0, Locked: 0, Failed: 0 }
-    const returnedAt: Array<number> = []
-    let notifications = 0
-    let connects = 0
-
-    const recorder = RoundTrace.recorder()
-    const firstRound = yield* Deferred.make<void>()
-    const allDone = yield* Deferred.make<void>()
-    const lastSeq = base + BigInt(total)
-    const postCommit = config.sequencing === "post_commit"
-    // post_commit: seq -> tick, from the events' payloads as the fan-out sees them.
-    const tickOf = new Map<bigint, number>()
-    const indexOf = (seq: bigint) => (postCommit ? (tickOf.get(seq) ?? -1) : Number(seq - base) - 1)
-
-    const pool = yield* Layer.build(server.pool(config.consumerConnections, { session: config.consumerSession }))
-    const streamContext = yield* Layer.build(NotificationStream.layer()).pipe(Effect.provide(pool))
+/** Stamps each notification on `event_log`; subscribed before the consumer, so it sees each first. */
+const listen = (stamps: Stamps, stream: NotificationStream["Service"]) =>
+  Effect.gen(function* () {
     const connected = yield* Deferred.make<void>()
-    // Subscribed before the consumer, so it sees each notification before the consumer is poked.
-    yield* Context.get(streamContext, NotificationStream).subscribe("event_log", (wake) =>
+    yield* stream.subscribe("event_log", (wake) =>
       Effect.suspend(() => {
         if (wake._tag === "Connected") {
-          connects++
+          stamps.connects++
           return Deferred.succeed(connected, undefined).pipe(Effect.asVoid)
         }
-        if (notifications < total) notifiedAt[notifications] = performance.now()
-        notifications++
+        if (stamps.notifications < stamps.total) stamps.notifiedAt[stamps.notifications] = performance.now()
+        stamps.notifications++
         return Effect.void
       }),
     )
     yield* Deferred.await(connected)
+  })
 
-    const services = yield* Layer.build(Layer.mergeAll(EventLog.layer, Jobs.layer)).pipe(Effect.provide(pool))
-    yield* Layer.build(
-      Consumer.layer({
-        name,
-        batchSize: config.batchSize,
-        pollInterval: config.pollInterval,
-        onLoss: () => Effect.void,
-        fanOut: (events) =>
-          Effect.sync(() => {
-            if (postCommit) for (const e of events) tickOf.set(e.seq, (e.payload as { tick: number }).tick)
-            return events.flatMap((e) => config.fanOut(e.seq, config.receivers))
-          }),
-        onRound: (outcome) =>
-          Effect.suspend(() => {
-            const now = performance.now()
-            outcomes[outcome._tag]++
-            if (outcome._tag !== "Processed") return Deferred.succeed(firstRound, undefined).pipe(Effect.asVoid)
-            const trace = recorder.lastEnded()
-            const index = trace === undefined ? -1 : recorder.rounds.lastIndexOf(trace)
-            if (index >= 0) returnedAt[index] = now
-            for (let seq = outcome.fromSeq; seq <= outcome.toSeq; seq++) {
-              const i = indexOf(seq)
-              if (i >= 0 && i < total) {
-                jobAt[i] = now
-                roundOf[i] = index
-              }
+/** The consumer under test; `onRound` stamps the events of each round and opens `allDone` at the last. */
+const startConsumer = (
+  config: HandoffConfig,
+  name: string,
+  stamps: Stamps,
+  signals: { readonly firstRound: Deferred.Deferred<void>; readonly allDone: Deferred.Deferred<void> },
+) =>
+  Layer.build(
+    Consumer.layer({
+      name,
+      batchSize: config.batchSize,
+      pollInterval: config.pollInterval,
+      onLoss: () => Effect.void,
+      fanOut: (events) =>
+        Effect.sync(() => {
+          if (stamps.postCommit) for (const e of events) stamps.tickOf.set(e.seq, (e.payload as { tick: number }).tick)
+          return events.flatMap((e) => config.fanOut(e.seq, config.receivers))
+        }),
+      onRound: (outcome) =>
+        Effect.suspend(() => {
+          const now = performance.now()
+          stamps.outcomes[outcome._tag]++
+          if (outcome._tag !== "Processed") return Deferred.succeed(signals.firstRound, undefined).pipe(Effect.asVoid)
+          const trace = stamps.recorder.lastEnded()
+          const index = trace === undefined ? -1 : stamps.recorder.rounds.lastIndexOf(trace)
+          if (index >= 0) stamps.returnedAt[index] = now
+          for (let seq = outcome.fromSeq; seq <= outcome.toSeq; seq++) {
+            const i = stamps.indexOf(seq)
+            if (i >= 0 && i < stamps.total) {
+              stamps.jobAt[i] = now
+              stamps.roundOf[i] = index
             }
-            return outcome.toSeq >= lastSeq ? Deferred.succeed(allDone, undefined).pipe(Effect.asVoid) : Effect.void
-          }),
-      }),
-    ).pipe(
-      Effect.provide(Context.merge(Context.merge(pool, streamContext), services)),
-      Effect.withTracer(recorder.tracer),
-    )
-    yield* Deferred.await(firstRound) // the start-up round has run: the consumer is idle and listening
+          }
+          return outcome.toSeq >= stamps.lastSeq
+            ? Deferred.succeed(signals.allDone, undefined).pipe(Effect.asVoid)
+            : Effect.void
+        }),
+    }),
+  ).pipe(Effect.withTracer(stamps.recorder.tracer))
 
-    if (postCommit) yield* Layer.build(Sequencer.layer().pipe(Layer.provide(server.pool(2))))
+/** The open-loop producer on connections of its own, stamping each commit as it returns. */
+const produce = (config: HandoffConfig, stamps: Stamps) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
+    if (stamps.postCommit) yield* Layer.build(Sequencer.layer().pipe(Layer.provide(server.pool(2))))
     const producer = yield* Layer.build(
       EventLog.layerFor(config.sequencing ?? "counter").pipe(
         Layer.provideMerge(server.pool(config.producerConnections)),
@@ -190,16 +181,17 @@ export const measure = (config: HandoffConfig) =>
     )
     const log = Context.get(producer, EventLog)
     const eventOf = (tick: number) =>
-      postCommit ? { ...config.event, payload: { ...(config.event.payload as object), tick } } : config.event
+      stamps.postCommit ? { ...config.event, payload: { ...(config.event.payload as object), tick } } : config.event
     const t0 = performance.now() + 10
-    const production = yield* Throughput.timed(
-      Throughput.steady({ total, interval, t0, lateTick }, (tick, sent) =>
+    const interval = 1000 / config.eventsPerSecond
+    return yield* Throughput.timed(
+      Throughput.steady({ total: stamps.total, interval, t0, lateTick: stamps.lateTick }, (tick, sent) =>
         log.append([eventOf(tick)]).pipe(
           Effect.tap((appended) =>
             Effect.sync(() => {
-              const j = appended._tag === "Sequenced" ? Number(appended.lastSeq - base) - 1 : tick
-              committedAt[j] = performance.now()
-              appendMs[j] = committedAt[j] - sent
+              const j = appended._tag === "Sequenced" ? Number(appended.lastSeq - stamps.base) - 1 : tick
+              stamps.committedAt[j] = performance.now()
+              stamps.appendMs[j] = stamps.committedAt[j] - sent
             }),
           ),
           Effect.asVoid,
@@ -207,64 +199,101 @@ export const measure = (config: HandoffConfig) =>
         ),
       ),
     )
-    yield* Deferred.await(allDone).pipe(
+  })
+
+export const measure = (config: HandoffConfig) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
+    const name = "bench_handoff"
+    const stamps = stampsFor(config, yield* resetCursor(name))
+    const signals = { firstRound: yield* Deferred.make<void>(), allDone: yield* Deferred.make<void>() }
+
+    const pool = yield* Layer.build(server.pool(config.consumerConnections, { session: config.consumerSession }))
+    const streamContext = yield* Layer.build(NotificationStream.layer()).pipe(Effect.provide(pool))
+    yield* listen(stamps, Context.get(streamContext, NotificationStream))
+    const services = yield* Layer.build(Layer.mergeAll(EventLog.layer, Jobs.layer)).pipe(Effect.provide(pool))
+    yield* startConsumer(config, name, stamps, signals).pipe(
+      Effect.provide(Context.merge(Context.merge(pool, streamContext), services)),
+    )
+    yield* Deferred.await(signals.firstRound) // the start-up round has run: the consumer is idle and listening
+
+    const production = yield* produce(config, stamps)
+    yield* Deferred.await(signals.allDone).pipe(
       Effect.timeoutOrElse({
         duration: "60 seconds",
         orElse: () =>
-          Effect.fail(new HandoffStalled({ detail: `no job for seq ${lastSeq} 60 s after the last append` })),
+          Effect.fail(new HandoffStalled({ detail: `no job for seq ${stamps.lastSeq} 60 s after the last append` })),
       }),
     )
-
-    // ---- figures over the measured events (after the warm-up) ----
-    const measured = Array.from({ length: total - warm }, (_, k) => warm + k)
-    const of = (f: (i: number) => number) => distribution(measured.map(f))
-    const roundStart = (i: number) => recorder.rounds[roundOf[i]!]?.start ?? Number.NaN
-    const roundEnd = (i: number) => recorder.rounds[roundOf[i]!]?.end ?? Number.NaN
-    const firstCommit = committedAt[warm]!
-    const lastCommit = committedAt[total - 1]!
-    // Every counted notification was the k-th after the (only) connect; a reconnect voids the mapping.
-    const notifyMapped = !postCommit && connects === 1 && notifications === total
-
-    const measuredRounds = [...new Set(measured.map((i) => roundOf[i]!))].filter((r) => r >= 0)
-    const phases = measuredRounds
-      .map((r) => RoundTrace.phases(recorder.rounds[r]!, returnedAt[r] ?? Number.NaN))
-      .filter((p) => p !== undefined)
-    const perRound = new Map<number, number>()
-    for (const i of measured) perRound.set(roundOf[i]!, (perRound.get(roundOf[i]!) ?? 0) + 1)
-    const eventsPerRound = measuredRounds.map((r) => perRound.get(r) ?? 0)
-
-    return {
-      events: measured.length,
-      achievedEventsPerSecond: round3(((measured.length - 1) / (lastCommit - firstCommit)) * 1000),
-      producedSeconds: round3(production.seconds),
-      clientCores: production.clientCores,
-      machineBusy: production.machineBusy,
-      // The disk right after the run: a round's commit waits for one WAL flush, often two.
-      fdatasyncMsAfter: (yield* Conditions.storage(server.folder)).fdatasyncMs,
-      latencyMs: of((i) => jobAt[i]! - committedAt[i]!),
-      breakdownMs: {
-        note:
-          "per event; commitToRoundStart + roundDuration + roundEndToOnRound = latency. A round that started " +
-          "before the producer saw its commit acknowledged gives a negative commitToRoundStart.",
-        commitToNotify: notifyMapped ? of((i) => notifiedAt[i]! - committedAt[i]!) : "unmapped (listener reconnected)",
-        notifyToRoundStart: notifyMapped ? of((i) => roundStart(i) - notifiedAt[i]!) : "unmapped",
-        commitToRoundStart: of((i) => roundStart(i) - committedAt[i]!),
-        roundDuration: of((i) => roundEnd(i) - roundStart(i)),
-        roundEndToOnRound: of((i) => jobAt[i]! - roundEnd(i)),
-      },
-      producer: {
-        /** From the tick to the append returning, including any wait for a free producer connection. */
-        appendMs: of((i) => appendMs[i]!),
-        /** How late the producer fiber forked each append against its schedule. */
-        lateTickMs: of((i) => lateTick[i]!),
-      },
-      rounds: {
-        outcomes,
-        carryingMeasuredEvents: measuredRounds.length,
-        eventsPerRound: distribution(eventsPerRound),
-        phasesMs: Object.fromEntries(RoundTrace.phaseNames.map((k) => [k, distribution(phases.map((p) => p[k]))])),
-      },
-    }
+    // The disk right after the run: a round's commit waits for one WAL flush, often two.
+    const fdatasyncMsAfter = (yield* Conditions.storage(server.folder)).fdatasyncMs
+    return figures(stamps, production, fdatasyncMsAfter)
   }).pipe(Effect.scoped)
 
+/** The figures over the measured events (after the warm-up). */
+const figures = (
+  stamps: Stamps,
+  production: { readonly seconds: number; readonly clientCores: number; readonly machineBusy: number },
+  fdatasyncMsAfter: Conditions.Storage["fdatasyncMs"],
+) => {
+  const { warm, total, committedAt, notifiedAt, jobAt, roundOf, recorder } = stamps
+  const measured = Array.from({ length: total - warm }, (_, k) => warm + k)
+  const of = (f: (i: number) => number): Distribution => distribution(measured.map(f))
+  const roundStart = (i: number) => recorder.rounds[roundOf[i]!]?.start ?? Number.NaN
+  const roundEnd = (i: number) => recorder.rounds[roundOf[i]!]?.end ?? Number.NaN
+  const firstCommit = committedAt[warm]!
+  const lastCommit = committedAt[total - 1]!
+  // Every counted notification was the k-th after the (only) connect; a reconnect voids the mapping.
+  const notifyMapped = !stamps.postCommit && stamps.connects === 1 && stamps.notifications === total
+
+  const measuredRounds = [...new Set(measured.map((i) => roundOf[i]!))].filter((r) => r >= 0)
+  const phases = measuredRounds
+    .map((r) => RoundTrace.phases(recorder.rounds[r]!, stamps.returnedAt[r] ?? Number.NaN))
+    .filter((p) => p !== undefined)
+  const perRound = new Map<number, number>()
+  for (const i of measured) perRound.set(roundOf[i]!, (perRound.get(roundOf[i]!) ?? 0) + 1)
+  const eventsPerRound = measuredRounds.map((r) => perRound.get(r) ?? 0)
+
+  return {
+    events: measured.length,
+    achievedEventsPerSecond: round3(((measured.length - 1) / (lastCommit - firstCommit)) * 1000),
+    producedSeconds: round3(production.seconds),
+    clientCores: production.clientCores,
+    machineBusy: production.machineBusy,
+    fdatasyncMsAfter,
+    latencyMs: of((i) => jobAt[i]! - committedAt[i]!),
+    breakdownMs: {
+      note:
+        "per event; commitToRoundStart + roundDuration + roundEndToOnRound = latency. A round that started " +
+        "before the producer saw its commit acknowledged gives a negative commitToRoundStart.",
+      commitToNotify: notifyMapped ? of((i) => notifiedAt[i]! - committedAt[i]!) : "unmapped (listener reconnected)",
+      notifyToRoundStart: notifyMapped ? of((i) => roundStart(i) - notifiedAt[i]!) : "unmapped",
+      commitToRoundStart: of((i) => roundStart(i) - committedAt[i]!),
+      roundDuration: of((i) => roundEnd(i) - roundStart(i)),
+      roundEndToOnRound: of((i) => jobAt[i]! - roundEnd(i)),
+    },
+    producer: {
+      /** From the tick to the append returning, including any wait for a free producer connection. */
+      appendMs: of((i) => stamps.appendMs[i]!),
+      /** How late the producer fiber forked each append against its schedule. */
+      lateTickMs: of((i) => stamps.lateTick[i]!),
+    },
+    rounds: {
+      outcomes: stamps.outcomes,
+      carryingMeasuredEvents: measuredRounds.length,
+      eventsPerRound: distribution(eventsPerRound),
+      phasesMs: Object.fromEntries(RoundTrace.phaseNames.map((k) => [k, distribution(phases.map((p) => p[k]))])),
+    },
+  }
+}
+
 export type HandoffResult = Effect.Success<ReturnType<typeof measure>>
+
+/** One job per event and receiver, the fan-out the handoff runs of `consumer`, `handoff` and `push` share. */
+export const jobPerReceiver = (seq: bigint, receivers: number): Array<FanOutJob> =>
+  Array.from({ length: receivers }, (_, r) => ({
+    seq,
+    receiver: `r${r}`,
+    kind: "bench.deliver",
+    args: { seq: seq.toString(), receiver: `r${r}` },
+  }))

@@ -24,7 +24,7 @@ import { BenchServer } from "../harness/BenchServer.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
 import * as EventLoopDelay from "./EventLoopDelay.ts"
 import { round3 } from "../harness/Figures.ts"
-import { distribution } from "../harness/Handoff.ts"
+import { distribution } from "../harness/Distribution.ts"
 import * as PushSample from "./PushSample.ts"
 import * as PushTrace from "./PushTrace.ts"
 
