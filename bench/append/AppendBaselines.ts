@@ -17,6 +17,7 @@
 import { Effect, Schema, type Scope } from "effect"
 import { Client, type ClientConfig } from "pg"
 import type { Tally } from "../harness/Throughput.ts"
+import * as Throughput from "../harness/Throughput.ts"
 
 export type Baseline = "naive" | "plain"
 
@@ -111,3 +112,16 @@ const insertText = (n: number) => {
   })
   return `INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload, trace_parent) VALUES ${rows.join(", ")}`
 }
+
+/** One baseline run: `producers` clients connected before the clock starts, the same batches. */
+export const measure = (
+  kind: Baseline,
+  config: ClientConfig,
+  settings: Throughput.Settings,
+  producers: number,
+  rows: ReadonlyArray<ReadonlyArray<Row>>,
+) =>
+  Effect.gen(function* () {
+    const clients = yield* connect(config, producers)
+    return yield* Throughput.measure(settings, (tally) => produce(kind, clients, rows, tally))
+  }).pipe(Effect.scoped)

@@ -48,6 +48,7 @@ const run = Effect.gen(function* () {
 
 export default {
   description: "consumer rounds events/s vs raw pg rounds, handoff latency at a steady rate, Jobs.insert vs pg unnest",
+  smoke: { BENCH_BACKLOG: "1000", BENCH_HANDOFF_RATE: "100", BENCH_HANDOFF_SECONDS: "1" },
   run: Effect.gen(function* () {
     const server = yield* BenchServer
     // Scoped here: the runner stops the server when its layer is released, before the scope it

@@ -92,6 +92,7 @@ const run = Effect.gen(function* () {
 
 export default {
   description: "consumer handoff latency at a steady rate, counter and post_commit sequencing, same run",
+  smoke: { BENCH_HANDOFF_RATE: "100", BENCH_HANDOFF_SECONDS: "1" },
   run: Effect.gen(function* () {
     const server = yield* BenchServer
     return yield* run.pipe(Effect.provide(server.pool(1)), Effect.scoped)

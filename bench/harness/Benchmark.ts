@@ -15,6 +15,18 @@ export interface Benchmark {
   /** One line for `npm run bench` without a name. */
   readonly description: string
   readonly run: Effect.Effect<Report, unknown, BenchServer | Scope.Scope>
+  /**
+   * The settings (environment variables the benchmark reads) that make `--smoke` run every part
+   * and baseline at a tiny size; they override the environment, on top of `smokeSettings`.
+   */
+  readonly smoke?: Readonly<Record<string, string>>
+}
+
+/** What every smoke run sets: a short window, a shorter warm-up, one repeat. */
+export const smokeSettings: Readonly<Record<string, string>> = {
+  BENCH_SECONDS: "0.3",
+  BENCH_WARMUP_SECONDS: "0.1",
+  BENCH_REPEATS: "1",
 }
 
 /** Checks the shape of a module's default export, which `import()` cannot type. */

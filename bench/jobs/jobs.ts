@@ -25,13 +25,13 @@ import { Console, type Duration, Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { Benchmark } from "../harness/Benchmark.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
-import * as BothyJobRuntime from "./BothyJobRuntime.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
+import type { Report, Target } from "../harness/Report.ts"
+import * as Throughput from "../harness/Throughput.ts"
+import * as BothyJobRuntime from "./BothyJobRuntime.ts"
 import * as GraphileJobRuntime from "./GraphileJobRuntime.ts"
 import type { JobRuntime } from "./JobRuntime.ts"
 import * as Latency from "./Latency.ts"
-import type { Report, Target } from "../harness/Report.ts"
-import * as Throughput from "../harness/Throughput.ts"
 
 const implementations = ["ours", "ours-prefetch", "graphile-defaults", "graphile-best"] as const
 type Implementation = (typeof implementations)[number]

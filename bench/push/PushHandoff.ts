@@ -1,5 +1,5 @@
 /**
- * Push end to end under a steady load (the decision record's `push_handoff`): from an event's
+ * Push end to end under a steady load (the `push_handoff` figure): from an event's
  * commit to (a) its `push.deliver` jobs being claimable (the round's statement that inserted them
  * committed) and (b) each message arriving, decrypted, at the push service, with the whole path
  * running for real in this process while a producer thread appends at a steady rate, one event per
@@ -25,17 +25,17 @@ import { SqlClient } from "effect/sql"
 import type { PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import { everySecond, series } from "../harness/BacklogTrend.ts"
-import type { BenchPushService } from "./BenchPushService.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
 import * as Conditions from "../harness/Conditions.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
-import * as EventLoopDelay from "./EventLoopDelay.ts"
-import { round3 } from "../harness/Figures.ts"
 import { distribution } from "../harness/Distribution.ts"
+import { round3 } from "../harness/Figures.ts"
 import * as ProducerThread from "../harness/ProducerThread.ts"
+import * as Throughput from "../harness/Throughput.ts"
+import type { BenchPushService } from "./BenchPushService.ts"
+import * as EventLoopDelay from "./EventLoopDelay.ts"
 import * as PushSample from "./PushSample.ts"
 import * as PushTrace from "./PushTrace.ts"
-import * as Throughput from "../harness/Throughput.ts"
 
 export interface PushHandoffConfig {
   readonly eventsPerSecond: number

@@ -20,8 +20,8 @@ import * as PushDelivery from "../../src/push/PushDelivery.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
-import type { BenchPushService } from "./BenchPushService.ts"
 import type { BenchServer } from "../harness/BenchServer.ts"
+import type { BenchPushService } from "./BenchPushService.ts"
 
 /** Push on, with a fresh key pair; http to loopback allowed and any host (the push service is local). */
 export const settings = (): PushSettings => {

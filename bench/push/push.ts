@@ -1,6 +1,6 @@
 /**
- * `npm run bench -- push`: Web Push end to end (issue 14's load test, the decision record's
- * `push_handoff`), in two parts, against a loopback push service on a thread of its own that
+ * `npm run bench -- push`: Web Push end to end (the push load test and its `push_handoff`
+ * figure), in two parts, against a loopback push service on a thread of its own that
  * checks every VAPID token and decrypts every message (`BenchPushService`).
  *
  *   1. Handoff (`PushHandoff.ts`): BENCH_PUSH_RATE events/s for BENCH_PUSH_SECONDS, each event
@@ -30,17 +30,17 @@ import * as BothyConfig from "../../src/platform/BothyConfig.ts"
 import { defaults as pushDefaults } from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import type { Benchmark } from "../harness/Benchmark.ts"
-import * as BenchPushService from "./BenchPushService.ts"
 import { BenchServer, pgClientConfig } from "../harness/BenchServer.ts"
 import { packageVersion, round3 } from "../harness/Figures.ts"
 import * as Handoff from "../harness/Handoff.ts"
-import * as PushBurst from "./PushBurst.ts"
-import * as PushHandoff from "./PushHandoff.ts"
-import * as PushSample from "./PushSample.ts"
 import type { Report, Target } from "../harness/Report.ts"
 import { eventAt } from "../harness/SampleEvent.ts"
 import * as Throughput from "../harness/Throughput.ts"
 import { spaceOf } from "../harness/WebhookSample.ts"
+import * as BenchPushService from "./BenchPushService.ts"
+import * as PushBurst from "./PushBurst.ts"
+import * as PushHandoff from "./PushHandoff.ts"
+import * as PushSample from "./PushSample.ts"
 
 /**
  * Target (a) is the benchmark's, not a setting of the product: nothing in `bothy` acts on it. It
@@ -71,7 +71,7 @@ const settings = Config.all({
   p95Target: Config.String(p95TargetVariable).pipe(Config.withDefault("50ms")),
 })
 
-/** The issue's sizes: a run below any of them is a smoke run. */
+/** The full sizes: a run below any of them is a smoke run. */
 const issueSizes = { rate: 500, seconds: 30, members: 3, fanOutMembers: 10_000 } as const
 const batchSize = 500
 const pollInterval = Duration.seconds(1)
@@ -542,7 +542,7 @@ const run = Effect.gen(function* () {
       smoke,
       ...(smoke
         ? {
-            smokeNote: `a smoke run (${smokeReasons.join(", ")}) on a loaded, shared machine: it proves the benchmark works, its figures are not the issue's`,
+            smokeNote: `a smoke run (${smokeReasons.join(", ")}) on a loaded, shared machine: it proves the benchmark works, its figures are not the full-size ones`,
           }
         : {}),
       parts: [...parts],
@@ -632,6 +632,16 @@ const run = Effect.gen(function* () {
 export default {
   description:
     "push end to end at a steady rate (commit to job claimable, to message decrypted; backlog), and one event to 10,000 registrations (pushes/s, CPU per push, reused VAPID token vs signEach)",
+  smoke: {
+    BENCH_PUSH_SMOKE: "true",
+    BENCH_PUSH_RATE: "50",
+    BENCH_PUSH_SECONDS: "2",
+    BENCH_PUSH_WARMUP_SECONDS: "1",
+    BENCH_PUSH_COMPARE_COOLDOWN: "50ms",
+    BENCH_PUSH_DRAIN_SECONDS: "60",
+    BENCH_PUSH_FANOUT_MEMBERS: "200",
+    BENCH_PUSH_FANOUT_DRAIN_SECONDS: "60",
+  },
   run: Effect.gen(function* () {
     const server = yield* BenchServer
     // Scoped here: the runner stops the server when its layer is released, before the scope it

@@ -46,9 +46,9 @@ import * as CpuUsage from "../harness/CpuUsage.ts"
 import * as DeliveryTrace from "../harness/DeliveryTrace.ts"
 import { type Distribution, distribution } from "../harness/Distribution.ts"
 import * as ProducerThread from "../harness/ProducerThread.ts"
-import type * as TelemetrySink from "./TelemetrySink.ts"
 import * as Throughput from "../harness/Throughput.ts"
 import { owner, spaceOf } from "../harness/WebhookSample.ts"
+import type * as TelemetrySink from "./TelemetrySink.ts"
 
 export interface EndToEndConfig {
   readonly eventsPerSecond: number
@@ -77,7 +77,7 @@ export interface EndToEndConfig {
   readonly flatSlopeShare: number
   readonly webhookSettings: WebhookSettings
   /**
-   * The cost of telemetry (issue 16). Absent: the worker side runs under `DeliveryTrace`'s
+   * The cost of telemetry. Absent: the worker side runs under `DeliveryTrace`'s
    * recorder, for the phase breakdown. `off`: Effect's own tracer and no metrics endpoint, as
    * `bothy worker` runs with no OTLP endpoint and `metrics.address` off. `on`: as `bothy worker`
    * with both: `Tracing.layer` exporting over OTLP to `sink`, and `Observability.layer` (the

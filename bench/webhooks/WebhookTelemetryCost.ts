@@ -1,5 +1,5 @@
 /**
- * The cost of telemetry (issue 16): the webhooks end-to-end run with metrics and tracing off
+ * The cost of telemetry: the webhooks end-to-end run with metrics and tracing off
  * against on, in the same process and the same repeats, alternating which arm goes first so drift
  * on a shared machine hits both alike. The figure is CPU per event of the worker side (this
  * process less the producer thread) plus its PostgreSQL backends (less the producer's), and the
@@ -15,8 +15,8 @@
  */
 import { Console, Effect } from "effect"
 import { freePort } from "../../testkit/EmbeddedServer.ts"
-import * as TelemetrySink from "./TelemetrySink.ts"
 import * as Throughput from "../harness/Throughput.ts"
+import * as TelemetrySink from "./TelemetrySink.ts"
 import * as WebhookEndToEnd from "./WebhookEndToEnd.ts"
 
 export const ratioTarget = 1.1

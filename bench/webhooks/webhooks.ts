@@ -16,10 +16,10 @@
  *      10,000, ten with 5,000 each, by default) drained by the job worker as `bothy worker` runs
  *      it to a local keep-alive receiver: deliveries/s from the worker's start until all are on
  *      record, BENCH_WEBHOOK_BACKLOG_REPEATS times, next to the same cases on the code before
- *      issue 11 (BENCH_WEBHOOK_BACKLOG_BASELINE_REF, checked out for the run), each run in a
+ *      the drainer (BENCH_WEBHOOK_BACKLOG_BASELINE_REF, checked out for the run), each run in a
  *      fresh child process with the tree's own modules and schema. Targets: >= 500/s for one
  *      subscription, >= 1,500/s for ten together.
- *   4. The cost of telemetry (`WebhookTelemetryCost.ts`, issue 16): the end-to-end run with metrics
+ *   4. The cost of telemetry (`WebhookTelemetryCost.ts`): the end-to-end run with metrics
  *      and tracing off against on, alternating, BENCH_WEBHOOK_TELEMETRY_REPEATS times each: CPU
  *      per event of the worker process and its PostgreSQL backends. Target: on / off <= 1.1.
  *
@@ -42,8 +42,8 @@ import type { WebhookSettings } from "../../src/webhooks/WebhookConfig.ts"
 import type { Benchmark } from "../harness/Benchmark.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
 import type { Report, Target } from "../harness/Report.ts"
-import * as SourceTree from "./SourceTree.ts"
 import * as Throughput from "../harness/Throughput.ts"
+import * as SourceTree from "./SourceTree.ts"
 import * as WebhookBacklog from "./WebhookBacklog.ts"
 import * as WebhookEndToEnd from "./WebhookEndToEnd.ts"
 import * as WebhookRounds from "./WebhookRounds.ts"
@@ -87,19 +87,19 @@ const settings = Config.all({
   backlogSeconds: Config.Number("BENCH_WEBHOOK_BACKLOG_SECONDS").pipe(Config.withDefault(300)),
   // `bothy worker`'s pool: the `database.pool_size` default.
   backlogConnections: Config.Int("BENCH_WEBHOOK_BACKLOG_POOL").pipe(Config.withDefault(10)),
-  // Main before issue 11's work; "none" skips the baseline.
+  // Main before the drainer; "none" skips the baseline.
   backlogBaselineRef: Config.String("BENCH_WEBHOOK_BACKLOG_BASELINE_REF").pipe(Config.withDefault("16e311a")),
-  // The code before issue 11 drains about 35 deliveries/s for one subscription: 10,000 would take
+  // The code before the drainer drains about 35 deliveries/s for one subscription: 10,000 would take
   // about five minutes a run, so its runs are cut here and measured over what they delivered.
   backlogBaselineSeconds: Config.Number("BENCH_WEBHOOK_BACKLOG_BASELINE_SECONDS").pipe(Config.withDefault(20)),
-  // Issue 16 asks for at least 3 of each arm.
+  // At least 3 of each arm, so a median has company.
   telemetryRepeats: Config.Int("BENCH_WEBHOOK_TELEMETRY_REPEATS").pipe(Config.withDefault(3)),
   scrapeSeconds: Config.Number("BENCH_WEBHOOK_SCRAPE_SECONDS").pipe(Config.withDefault(15)),
 })
 
 const batchSize = 500
 const backlogAppendSize = 5000
-/** Issue 11's backlog targets: deliveries/s of the case with this many subscriptions, at this size or more. */
+/** The backlog targets: deliveries/s of the case with this many subscriptions, at this size or more. */
 const backlogTargets = [
   { name: "backlog one subscription >= 500 deliveries/s", subscriptions: 1, perSubscription: 10_000, target: 500 },
   { name: "backlog ten subscriptions >= 1500 deliveries/s", subscriptions: 10, perSubscription: 5_000, target: 1500 },
@@ -564,7 +564,7 @@ const run = Effect.gen(function* () {
       baselineTree === undefined
         ? "no baseline run (BENCH_WEBHOOK_BACKLOG_BASELINE_REF=none); the targets are absolute (from the issue)"
         : {
-            note: `the same cases, set up the same way, on the code before issue 11 (${baselineRef} = ${baselineTree.commit}) with its own schema, in the same repeats; its drain is cut at ${config.backlogBaselineSeconds} s and measured as deliveries recorded delivered by then per second (it drains about 35/s for one subscription, so a full drain of 10,000 would take about five minutes)`,
+            note: `the same cases, set up the same way, on the code before the drainer (${baselineRef} = ${baselineTree.commit}) with its own schema, in the same repeats; its drain is cut at ${config.backlogBaselineSeconds} s and measured as deliveries recorded delivered by then per second (it drains about 35/s for one subscription, so a full drain of 10,000 would take about five minutes)`,
             ref: baselineRef,
             commit: baselineTree.commit,
             boundSeconds: config.backlogBaselineSeconds,
@@ -995,6 +995,25 @@ const RoundTraceKeys = (runs: ReadonlyArray<WebhookRounds.DrainRun>) => Object.k
 export default {
   description:
     "webhooks end to end (commit to request, latency, backlog), the webhooks round with 10,000 subscriptions, and a backlog drained (deliveries/s)",
+  smoke: {
+    BENCH_WEBHOOK_RATE: "50",
+    BENCH_WEBHOOK_SECONDS: "2",
+    BENCH_WEBHOOK_WARMUP_SECONDS: "1",
+    BENCH_WEBHOOK_PROCESS_WARMUP_SECONDS: "1",
+    BENCH_WEBHOOK_DRAIN_SECONDS: "60",
+    BENCH_WEBHOOK_DIAG_RATES: "20",
+    BENCH_WEBHOOK_HISTORY: "200",
+    BENCH_WEBHOOK_ROUND_SUBSCRIPTIONS: "100",
+    BENCH_WEBHOOK_ROUND_SPACES: "10",
+    BENCH_WEBHOOK_BACKLOG: "500",
+    BENCH_WEBHOOK_ROUND_REPEATS: "1",
+    BENCH_WEBHOOK_BACKLOG_CASES: "1x200,2x100",
+    BENCH_WEBHOOK_BACKLOG_REPEATS: "1",
+    BENCH_WEBHOOK_BACKLOG_SECONDS: "60",
+    BENCH_WEBHOOK_BACKLOG_BASELINE_SECONDS: "2",
+    BENCH_WEBHOOK_TELEMETRY_REPEATS: "1",
+    BENCH_WEBHOOK_SCRAPE_SECONDS: "1",
+  },
   run: Effect.gen(function* () {
     const server = yield* BenchServer
     // Scoped here: the runner stops the server when its layer is released, before the scope it
