@@ -19,7 +19,7 @@
  *   a chaos run keeps its own compact record through `onDelivered` and `onRejected` instead.
  *
  * Times come from the `Clock` of the scope that started it. The push benchmark's service
- * (`bench/plumbing/BenchPushService.ts`) runs the same checks on a thread of its own.
+ * (`bench/push/BenchPushService.ts`) runs the same checks on a thread of its own.
  */
 import { randomBytes } from "node:crypto"
 import type { IncomingHttpHeaders, OutgoingHttpHeaders } from "node:http"

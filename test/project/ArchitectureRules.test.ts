@@ -43,7 +43,7 @@ describe("ArchitectureRules", () => {
         writeFileSync(join(copy, file), `${line}\n${readFileSync(join(copy, file), "utf8")}`)
       prepend("testkit/WebhookReceiver.ts", `import "../test/support/Eventually.ts"`)
       prepend("testkit/PushService.ts", `import "../src/jobs/Jobs.ts"`)
-      prepend("chaos/ChaosServer.ts", `import "../bench/plumbing/Figures.ts"`)
+      prepend("chaos/ChaosServer.ts", `import "../bench/harness/Figures.ts"`)
       const violations = await ArchitectureCheck.check(copy)
       console.log(ArchitectureCheck.describe(violations))
       assert.sameDeepMembers(
@@ -51,7 +51,7 @@ describe("ArchitectureRules", () => {
         [
           { rule: "testkit-serves-its-users", from: "testkit/WebhookReceiver.ts", to: "test/support/Eventually.ts" },
           { rule: "testkit-through-few-doors-of-src", from: "testkit/PushService.ts", to: "src/jobs/Jobs.ts" },
-          { rule: "chaos-apart-from-bench", from: "chaos/ChaosServer.ts", to: "bench/plumbing/Figures.ts" },
+          { rule: "chaos-apart-from-bench", from: "chaos/ChaosServer.ts", to: "bench/harness/Figures.ts" },
         ],
       )
     } finally {

@@ -1,0 +1,231 @@
+/**
+ * Push fan-out: one event into a space of N members with one registration each, from its commit to
+ * the N-th message received, decrypted, at the push service: pushes sent per second, and the CPU
+ * each push costs, with the VAPID token reused per push-service origin (as `bothy worker` sends) or
+ * signed for every request (`signEach`, the baseline), in the same run.
+ *
+ *   append (this process) ──commit──> round: N jobs in one statement ──> JobWorker (queue push,
+ *   `concurrency` at once): read, permission, encrypt, VAPID, POST ──> push service thread
+ *   CPU: from just before the append until every job is final; this process minus the push
+ *   service's thread (the sender: consumer, job worker, completer), and the server's processes
+ *
+ * Checked after every run: each of the N registrations got exactly one message for the event, and
+ * it decrypted; a run that fails the check has no figure.
+ */
+import { Effect } from "effect"
+import { EventLog } from "../../src/log/EventLog.ts"
+import type { PushSettings } from "../../src/push/PushConfig.ts"
+import * as PushEnvelope from "../../src/push/PushEnvelope.ts"
+import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
+import * as PushRequest from "../../src/push/PushRequest.ts"
+import * as PushVapid from "../../src/push/PushVapid.ts"
+import { BenchServer } from "../harness/BenchServer.ts"
+import * as CpuUsage from "../harness/CpuUsage.ts"
+import { distribution } from "../harness/Distribution.ts"
+import { round3 } from "../harness/Figures.ts"
+import type { BenchPushService, Subscription } from "./BenchPushService.ts"
+import * as EventLoopDelay from "./EventLoopDelay.ts"
+import * as PushSample from "./PushSample.ts"
+import * as PushTrace from "./PushTrace.ts"
+
+export interface PushBurstConfig {
+  readonly signEach: boolean
+  readonly concurrency: number
+  readonly workerConnections: number
+  readonly batchSize: number
+  readonly cooldownMs: number
+  /** Bound on the wait for every message (and every job to be final). */
+  readonly drainSeconds: number
+}
+
+export const space = "burst"
+
+export const measure = (
+  config: PushBurstConfig,
+  world: {
+    readonly push: PushSettings
+    readonly service: BenchPushService
+    readonly members: ReadonlyArray<PushSample.Registered>
+  },
+) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
+    const { service, members } = world
+    const n = members.length
+    const { connectionsAtStart } = yield* PushSample.reset
+    const trace = PushTrace.recorder()
+    const worker = yield* PushSample.startWorker(
+      server,
+      world.push,
+      {
+        connections: config.workerConnections,
+        batchSize: config.batchSize,
+        pollInterval: "1 second",
+        cooldownMs: config.cooldownMs,
+        concurrency: config.concurrency,
+        signEach: config.signEach,
+      },
+      trace.roundsEnded,
+      trace.tracer,
+    )
+    const log = yield* EventLog.pipe(Effect.provide(worker))
+    const received0 = service.received()
+    const rejected0 = service.rejections.length
+    const notified0 = service.notified.length
+
+    const postmaster = CpuUsage.postmasterPid(server.dataDir)
+    const cpu0 = CpuUsage.sample(postmaster)
+    const service0 = yield* service.cpuMicros
+    const loop = yield* EventLoopDelay.monitor
+    const appended = yield* Effect.flatMap(
+      log.append([
+        { space, type: "burst.posted", actor: "burst-author", payload: { summary: "one event, every member" } },
+      ]),
+      log.sequenced,
+    )
+    const committedAt = performance.now()
+    const seq = Number(appended.lastSeq)
+
+    const deadline = committedAt + config.drainSeconds * 1000
+    while (service.received() - received0 < n && performance.now() < deadline) yield* Effect.sleep("10 millis")
+    const allArrived = performance.now()
+    let pending = yield* PushSample.pendingJobs
+    while (pending > 0 && performance.now() < deadline) {
+      yield* Effect.sleep("20 millis")
+      pending = yield* PushSample.pendingJobs
+    }
+    const cpu1 = CpuUsage.sample(postmaster)
+    const service1 = yield* service.cpuMicros
+    const eventLoopDelayMs = loop.read()
+    yield* Effect.sleep("100 millis") // duplicates already on their way
+
+    // ---- exactly once, by registration ----
+    const slotOf = new Map(members.map((m, k) => [m.subscription, k]))
+    const arrivedAt = new Float64Array(n).fill(Number.NaN)
+    let duplicates = 0
+    let unexpected = 0
+    const { arrivals } = service
+    for (let k = received0; k < arrivals.at.length; k++) {
+      const slot = slotOf.get(arrivals.subscription[k]!)
+      if (slot === undefined || arrivals.seq[k] !== seq) unexpected++
+      else if (!Number.isNaN(arrivedAt[slot]!)) duplicates++
+      else arrivedAt[slot] = arrivals.at[k]!
+    }
+    const missing = arrivedAt.reduce((m, a) => m + (Number.isNaN(a) ? 1 : 0), 0)
+    const rejections = service.rejections.slice(rejected0)
+    const jobs = yield* PushSample.jobsOfRun
+    const passed = missing === 0 && duplicates === 0 && unexpected === 0 && rejections.length === 0 && pending === 0
+    const check = {
+      passed,
+      rule: "each registration of the space got exactly one message for the event, with a valid VAPID token, decrypted; every job final",
+      expected: n,
+      arrived: n - missing,
+      missing,
+      duplicates,
+      unexpected,
+      rejections: rejections.length,
+      firstRejections: rejections.slice(0, 5),
+      pendingJobsAtEnd: pending,
+      jobsByState: jobs.states,
+    }
+
+    // ---- figures ----
+    const first = Math.min(...Array.from(arrivedAt).filter((a) => !Number.isNaN(a)))
+    const last = Math.max(...Array.from(arrivedAt).filter((a) => !Number.isNaN(a)))
+    const round = trace.rounds.find((r) => Number(r.fromSeq) <= seq && seq <= Number(r.toSeq))
+    const seconds = (cpu1.at - cpu0.at) / 1000
+    const used = CpuUsage.since(cpu0, cpu1)
+    const serviceMs = (service1 - service0) / 1000
+    const processMs = (cpu1.client.user - cpu0.client.user + cpu1.client.system - cpu0.client.system) / 1000 // all threads
+    const senderMs = processMs - serviceMs
+    const serverMs = used.serverCores * seconds * 1000
+    const runs = [...trace.runs.values()]
+    const span = (pick: (r: PushTrace.JobRun) => number) => {
+      const d = distribution(runs.map(pick))
+      return { ...d, totalMsPerPush: round3((d.mean * d.count) / n) }
+    }
+
+    return {
+      check,
+      signEach: config.signEach,
+      pushes: n,
+      // A run that failed the check has no figure.
+      pushesPerSecond: passed ? round3((n / (last - committedAt)) * 1000) : undefined,
+      commitToJobsClaimableMs: round === undefined ? Number.NaN : round3(round.end - committedAt),
+      /** The same, to the round's NOTIFY reaching a listener on the push service's thread (the database's commit). */
+      commitToJobsNotifiedMs: round3((service.notified[notified0] ?? Number.NaN) - committedAt),
+      commitToFirstMs: round3(first - committedAt),
+      commitToLastMs: round3(last - committedAt),
+      lastArrivalToJobsFinalMs: round3(cpu1.at - allArrived),
+      round: round === undefined ? undefined : { durationMs: round3(round.end - round.start), jobs: round.jobs },
+      cpu: {
+        note: "from just before the append until every job was final; sender = this process (all its threads) minus the push service's thread",
+        seconds: round3(seconds),
+        senderMsPerPush: passed ? round3(senderMs / n) : undefined,
+        serverMsPerPush: round3(serverMs / n),
+        pushServiceMsPerPush: round3(serviceMs / n),
+        senderCores: round3(senderMs / 1000 / seconds),
+        serverCores: used.serverCores,
+        machineBusy: used.machineBusy,
+      },
+      connectionsAtStart,
+      /** The worker side's event loop (this process's main thread), append to every job final. */
+      eventLoopDelayMs,
+      spansMs: {
+        note: "wall time of each push.deliver run's spans (PushTrace); build = PushRequest.build (encryption and headers; the VAPID token is taken just before it), send = OutboundSender.send (request and answer); totalMsPerPush = their sum over all runs / pushes",
+        jobRun: span((r) => r.end - r.start),
+        build: span((r) => (r.build === undefined ? Number.NaN : r.build.end - r.build.start)),
+        send: span((r) => (r.send === undefined ? Number.NaN : r.send.end - r.send.start)),
+      },
+    }
+  }).pipe(Effect.scoped)
+
+export type PushBurstResult = Effect.Success<ReturnType<typeof measure>>
+
+/**
+ * The two CPU costs of a push that are this process's own, apart, on this thread and nothing else
+ * running in it: signing a VAPID token (what reuse saves) and building the request (encrypting the
+ * envelope: a fresh P-256 key pair and ECDH per message, HKDF, AES-GCM), `calls` times each. In µs
+ * of this thread's CPU per call.
+ */
+export const pieces = (push: PushSettings, subscription: Subscription, calls: number) =>
+  Effect.gen(function* () {
+    const origin = new URL(subscription.endpoint).origin
+    const tokens = yield* PushVapid.makeTokenCache(push.vapid, { signEach: true })
+    const cpuMicros = () => {
+      const used = process.threadCpuUsage()
+      return used.user + used.system
+    }
+    const timed = <A, E>(effect: Effect.Effect<A, E>) =>
+      Effect.gen(function* () {
+        const t0 = cpuMicros()
+        for (let k = 0; k < calls; k++) yield* effect
+        return round3((cpuMicros() - t0) / calls)
+      })
+    const authorization = yield* tokens.authorization(origin)
+    const key = PushMessageKey.make(1, "1", 123_456n)
+    const payload = PushEnvelope.body({
+      key,
+      type: "burst.posted",
+      space,
+      epoch: 1,
+      seq: 123_456n,
+      occurredAt: new Date(),
+      summary: "one event, every member",
+    })
+    const build = PushRequest.build({
+      endpoint: subscription.endpoint,
+      p256dh: subscription.keys.p256dh,
+      auth: subscription.keys.auth,
+      payload,
+      ttlSeconds: 86_400,
+      urgency: "normal",
+      topic: PushMessageKey.topic(key),
+      authorization,
+    })
+    return {
+      calls,
+      signTokenMicros: yield* timed(tokens.authorization(origin)),
+      buildRequestMicros: yield* timed(build),
+    }
+  })
