@@ -32,6 +32,7 @@ import * as FaultInjector from "./FaultInjector.ts"
 import * as FaultSchedule from "./FaultSchedule.ts"
 import * as History from "./History.ts"
 import * as Producers from "./Producers.ts"
+import * as PushJobAudit from "./PushJobAudit.ts"
 import * as PushReceiver from "./PushReceiver.ts"
 import * as Receiver from "./Receiver.ts"
 import * as Samples from "./Samples.ts"
@@ -87,7 +88,7 @@ const drained = Effect.gen(function* () {
     SELECT (SELECT count(*) FROM event_consumer_cursors AS c, event_seq AS s
              WHERE c.name IN ('webhooks', 'push') AND c.last_seq <> s.value)::int AS behind,
            (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending')::int AS pending,
-           (SELECT count(*) FROM jobs WHERE kind = 'push.deliver'
+           (SELECT count(*) FROM jobs WHERE kind IN ('push.batch', 'push.deliver')
               AND state IN ('available', 'scheduled', 'retryable', 'running'))::int AS push`
   return row!
 })
@@ -178,6 +179,7 @@ export const run = (options: RunOptions) =>
     const vapid = vapidKeys()
     const services = yield* servicesLayer(server.url, rawKey, vapid.checked)
     const context = yield* Layer.build(services)
+    yield* PushJobAudit.install.pipe(Effect.provide(context))
     return yield* Effect.gen(function* () {
       const receiver = yield* Receiver.start
       const push = yield* PushReceiver.start(vapid.pair.publicKey)

@@ -36,7 +36,7 @@ const take = (startedAt: number, pids: () => ReadonlyArray<number | undefined>) 
       SELECT (SELECT jsonb_object_agg(c.name, (s.value - c.last_seq)::int)
                 FROM event_consumer_cursors AS c, event_seq AS s WHERE c.name IN ('webhooks', 'push')) AS lag,
              (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending')::int AS pending,
-             (SELECT count(*) FROM jobs WHERE kind = 'push.deliver'
+             (SELECT count(*) FROM jobs WHERE kind IN ('push.batch', 'push.deliver')
                 AND state IN ('available', 'scheduled', 'retryable', 'running'))::int AS push,
              (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database())::int AS connections`
     return {

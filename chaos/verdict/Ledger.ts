@@ -178,6 +178,17 @@ const subscriptionFacts = (
   return { plan, rows, arrivals, received, matches, acceptedIds, owed }
 }
 
+/**
+ * Whether a cancelled push job's errors say `registration` was denied: a batch's reason names its
+ * dead registrations (the first few; "and n more" past them), each as `registration ID: WHY`.
+ */
+const deniedIn = (errors: unknown, registration: string) => {
+  const text = JSON.stringify(errors)
+  if (!text.includes("lacks")) return false
+  const named = new RegExp(`registration ${registration}: [^;"]* lacks `).test(text)
+  return named || !/registration \d+: /.test(text) || / and \d+ more/.test(text)
+}
+
 const registrationFacts = (
   r: Tenants.Registration,
   run: Run,
@@ -203,7 +214,7 @@ const registrationFacts = (
     const gone = doomed && goneAt !== undefined && (job === undefined || finalized === undefined || finalized >= goneAt)
     if (gone) return { event, job, fate: "gone" }
     if (job === undefined) return { event, job, fate: "no job" }
-    const denied = job.state === "cancelled" && JSON.stringify(job.errors).includes("lacks")
+    const denied = job.state === "cancelled" && deniedIn(job.errors, r.id)
     return { event, job, fate: denied ? "denied" : "unaccepted" }
   })
   return {

@@ -7,6 +7,7 @@
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import * as PushJobAudit from "../PushJobAudit.ts"
 
 export interface LoggedEvent {
   readonly seq: bigint
@@ -63,10 +64,7 @@ export const load = Effect.gen(function* () {
     SELECT subscription_id::text AS sub, event_seq AS seq, state, dead_reason AS reason, finished_at AS finished,
            sequence
     FROM webhook_deliveries`
-  const jobs = yield* sql<PushJob>`
-    SELECT args ->> 'registration' AS registration, args ->> 'seq' AS seq, state::text AS state,
-           finalized_at AS finalized, errors
-    FROM jobs WHERE kind = 'push.deliver'`
+  const jobs: ReadonlyArray<PushJob> = yield* PushJobAudit.read
   const endings = yield* sql<{ state: string; reason: string | null; n: number }>`
     SELECT state, dead_reason AS reason, count(*)::int AS n FROM webhook_deliveries GROUP BY 1, 2 ORDER BY 1, 2`
   const registered = yield* sql<{ id: string }>`SELECT id::text FROM push_registrations`

@@ -97,7 +97,7 @@ export class Ledger {
   /** What to record and do once every registration of the attempt was tried; `ttl` bounds a wait. */
   plan(ttl: Duration.Duration): Plan {
     const waits = [...this.throttled.values()].map((t) => ({
-      registrations: t.registrations,
+      registrations: this.registrations.filter((r) => t.registrations.includes(r)),
       delay: Duration.min(t.delay, ttl),
     }))
     const failed = this.left().filter((r) => this.failed.has(r))

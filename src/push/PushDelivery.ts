@@ -28,25 +28,19 @@
  * left of the TTL since the event's commit, so a retried message never outlives the first one's
  * deadline.
  */
-import { Clock, Duration, Effect, Metric, Schema, Semaphore } from "effect"
+import { Clock, Duration, Effect, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { Permissions, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
-import * as OutboundSender from "../outbound/OutboundSender.ts"
-import * as ThrottledWarnings from "../platform/ThrottledWarnings.ts"
 import { Ledger } from "./PushBatch.ts"
-import { defaults, PushConfig } from "./PushConfig.ts"
-import * as PushConnections from "./PushConnections.ts"
-import * as PushEncryption from "./PushEncryption.ts"
-import * as PushEnvelope from "./PushEnvelope.ts"
+import { PushConfig } from "./PushConfig.ts"
 import { asBatch, BatchArgs, type DeliverArgs, deliverKind, LegacyArgs, legacyDeliverKind } from "./PushJob.ts"
-import * as PushMessageKey from "./PushMessageKey.ts"
 import * as PushMetrics from "./PushMetrics.ts"
-import * as PushOutcome from "./PushOutcome.ts"
 import * as PushProgress from "./PushProgress.ts"
 import * as PushSchedule from "./PushSchedule.ts"
-import { readTargets, type Target, type TargetEvent } from "./PushTargets.ts"
-import * as PushVapid from "./PushVapid.ts"
+import * as PushSend from "./PushSend.ts"
+import { readTargets, type Target } from "./PushTargets.ts"
+import type * as PushVapid from "./PushVapid.ts"
 
 /** A retry's reason, kept on the job row: short, since a message may be retried for a whole day. */
 export class PushServiceUnavailable extends Schema.TaggedError<PushServiceUnavailable>()("PushServiceUnavailable", {
@@ -55,27 +49,6 @@ export class PushServiceUnavailable extends Schema.TaggedError<PushServiceUnavai
   override get message() {
     return this.reason
   }
-}
-
-/** Limits of one push request: push services answer fast, and a message is small. */
-export const sendLimits: Partial<OutboundSender.SendLimits> = {
-  connectTimeout: "5 seconds",
-  totalTimeout: "10 seconds",
-  maxRequestBytes: 8 * 1024,
-  maxResponseBytes: 2000,
-}
-
-type Outcome = (typeof PushMetrics.deliveryOutcomes)[number]
-
-const count = (outcome: Outcome, n = 1) => Metric.update(Metric.withAttributes(PushMetrics.deliveries, { outcome }), n)
-
-/** One attempt's view of its batch: the event, the time left of its TTL, and the rights asked. */
-interface Attempt {
-  readonly args: BatchArgs
-  readonly event: TargetEvent
-  readonly rights: ReadonlyMap<string, boolean>
-  readonly ledger: Ledger
-  readonly progress: PushProgress.PushProgress
 }
 
 /**
@@ -89,26 +62,8 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
   const config = yield* PushConfig
   const permissions = yield* Permissions
   const sql = yield* SqlClient.SqlClient
-  const tokens = yield* PushVapid.makeTokenCache(config.vapid, options.tokens)
-  const connections = yield* PushConnections.make(config, sendLimits)
-  const encryption = yield* PushEncryption.make(config.encryptionThreads ?? defaults.encryptionThreads)
+  const { send, ttlLeft } = yield* PushSend.make(options)
   const inFlight = yield* Semaphore.make(config.maxInFlight)
-  const ttlMillis = Duration.toMillis(config.ttl)
-  // Once a minute per push service: a wrong VAPID key fails every message to it.
-  const configError = ThrottledWarnings.make("1 minute", Effect.logError)
-
-  const removeRegistration = (id: string) =>
-    Effect.gen(function* () {
-      const gone = yield* sql`DELETE FROM push_registrations WHERE id = ${id}::bigint RETURNING id`
-      if (gone.length > 0) {
-        yield* Metric.update(Metric.withAttributes(PushMetrics.registrationsRemoved, { cause: "gone" }), 1)
-        yield* Effect.logInfo(`push: registration ${id} removed: its push service says it is gone`)
-      }
-    })
-
-  /** What is left of the TTL now, in milliseconds. */
-  const ttlLeft = (event: TargetEvent) =>
-    Effect.map(Clock.currentTimeMillis, (now) => ttlMillis - (now - event.occurredAt.getTime()))
 
   /** Each principal's right: from SQL where it answered, else asked here in one call, once per principal. */
   const rightsOf = (targets: ReadonlyArray<Target>, space: string) =>
@@ -127,76 +82,15 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
       return rights
     })
 
-  /** The request to one registration, sent, and what its answer makes of it. */
-  const send = (attempt: Attempt, t: Target & { readonly endpoint: string }, origin: string) =>
-    Effect.gen(function* () {
-      const { event, ledger, args } = attempt
-      const left = yield* ttlLeft(event)
-      const key = PushMessageKey.make(event.epoch, t.registration, BigInt(args.seq))
-      const payload = PushEnvelope.body({ key, ...event, seq: BigInt(args.seq) })
-      const request = yield* encryption
-        .build({
-          endpoint: t.endpoint,
-          p256dh: t.p256dh!,
-          auth: t.auth!,
-          payload,
-          ttlSeconds: Math.max(0, Math.ceil(left / 1000)),
-          urgency: "normal",
-          topic: PushMessageKey.topic(key),
-          authorization: yield* tokens.authorization(origin),
-        })
-        .pipe(
-          Effect.catchTag("PushPayloadTooLarge", (e) =>
-            Effect.as(
-              Effect.andThen(
-                count("payload_too_large"),
-                Effect.sync(() => ledger.die(t.registration, e.message)),
-              ),
-              undefined,
-            ),
-          ),
-        )
-      if (request === undefined) return
-      const result = yield* OutboundSender.send(request, config.policy, sendLimits, connections)
-      const answered = yield* Clock.currentTimeMillis
-      const verdict = PushOutcome.classify(result, answered)
-      switch (verdict._tag) {
-        case "Delivered":
-          yield* Metric.update(PushMetrics.handoffLatency, (answered - event.occurredAt.getTime()) / 1000)
-          yield* count("delivered")
-          return ledger.settle(t.registration)
-        case "Gone":
-          yield* count("gone")
-          yield* removeRegistration(t.registration)
-          return ledger.settle(t.registration)
-        case "Throttled":
-          yield* count("throttled")
-          return ledger.throttle(origin, t.registration, verdict.delay)
-        case "Retry":
-          yield* count("retried")
-          return ledger.fail(t.registration, verdict.reason)
-        case "Dead":
-          if (verdict.outcome === "config_error") {
-            const host = new URL(t.endpoint).host
-            yield* configError(
-              host,
-              `push: ${host}: ${verdict.reason} (registration ${t.registration} kept; every push to it is likely refused; counted in bothy.push.deliveries{outcome="config_error"})`,
-            )
-          }
-          yield* count(verdict.outcome)
-          return ledger.die(t.registration, verdict.reason)
-      }
-    })
-
   /** One registration of the attempt, from its row to its settling (or not). */
-  const deliverOne = (attempt: Attempt, t: Target) =>
+  const deliverOne = (attempt: PushSend.Attempt, t: Target) =>
     Effect.gen(function* () {
       const { ledger, event } = attempt
       if (t.endpoint === null) {
-        yield* count("unregistered")
+        yield* PushMetrics.count("unregistered")
         ledger.settle(t.registration)
       } else if (attempt.rights.get(t.principal!) !== true) {
-        yield* count("denied")
+        yield* PushMetrics.count("denied")
         ledger.die(t.registration, `${t.principal} lacks ${pushDeliver} on space ${event.space}`)
       } else {
         const origin = new URL(t.endpoint).origin
@@ -215,7 +109,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
     })
 
   /** Records the attempt's plan and ends it as the plan says. */
-  const finish = (attempt: Attempt) =>
+  const finish = (attempt: PushSend.Attempt) =>
     Effect.gen(function* () {
       if (attempt.progress.lost()) return
       const left = yield* ttlLeft(attempt.event)
@@ -245,7 +139,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
     if (args.registrations.length === 0) return
     const { event, targets } = yield* readTargets(sql, permissions, args)
     const expired = (reason: string) =>
-      Effect.andThen(count("expired", targets.length), Effect.fail(new JobKind.JobCancel({ reason })))
+      Effect.andThen(PushMetrics.count("expired", targets.length), Effect.fail(new JobKind.JobCancel({ reason })))
     if (event === undefined) return yield* expired(`event ${args.seq} left the log before its push was sent`)
     if ((yield* ttlLeft(event)) <= 0) {
       return yield* expired(`the TTL (${Duration.format(config.ttl)}) passed before delivery`)
@@ -253,7 +147,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
     const rights = yield* rightsOf(targets, event.space)
     const ledger = new Ledger(args.registrations)
     const progress = yield* PushProgress.make(sql, job, args, ledger)
-    const attempt: Attempt = { args, event, rights, ledger, progress }
+    const attempt: PushSend.Attempt = { args, event, rights, ledger, progress }
     yield* Effect.forEach(targets, (t) => deliverOne(attempt, t), {
       concurrency: "unbounded",
       discard: true,

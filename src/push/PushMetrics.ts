@@ -60,3 +60,7 @@ export const atZero = Effect.gen(function* () {
   yield* Metric.update(eventsLost, 0)
   yield* Metric.value(handoffLatency)
 })
+
+/** Counts `n` push messages that ended as `outcome`. */
+export const count = (outcome: (typeof deliveryOutcomes)[number], n = 1) =>
+  Metric.update(Metric.withAttributes(deliveries, { outcome }), n)

@@ -13,6 +13,7 @@ import { Duration, Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import * as History from "../../chaos/History.ts"
 import * as OldEvents from "../../chaos/OldEvents.ts"
+import * as PushJobAudit from "../../chaos/PushJobAudit.ts"
 import type * as Receiver from "../../chaos/Receiver.ts"
 import type * as Tenants from "../../chaos/Tenants.ts"
 import * as Verdict from "../../chaos/Verdict.ts"
@@ -98,9 +99,28 @@ const gap = (history: History.History) =>
     return { gapSubscription, oldSeqs }
   })
 
+/**
+ * A push job as the consumer's round makes it (a unique key; `tag` tells a second one apart) for
+ * one registration, finished as bothy leaves it: nothing left in its registrations.
+ */
+const finishedPushJob = (registration: string, seq: string, tag: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.gen(function* () {
+      const [job] = yield* sql<{ id: string }>`
+        INSERT INTO jobs (kind, args, state, attempt, unique_key)
+        VALUES ('push.batch', ${JSON.stringify({ seq, registrations: [registration] })}::jsonb, 'running', 1,
+                ${`push/${seq}/${registration}/${tag}`})
+        RETURNING id::text`
+      yield* sql`
+        UPDATE jobs SET state = 'completed', finalized_at = now(), args = ${JSON.stringify({ seq, registrations: [] })}::jsonb
+        WHERE id = ${job!.id}::bigint`
+    }),
+  )
+
 /** A run that drained cleanly, written as bothy leaves the database and the receivers their records. */
 const cleanRun = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
+  yield* PushJobAudit.install
   const history = History.empty()
   const { gapSubscription, oldSeqs } = yield* gap(history)
   const sub = yield* subscription(w0, yield* head)
@@ -136,10 +156,7 @@ const cleanRun = Effect.gen(function* () {
     status: 201,
     at: t0 + i,
   }))
-  for (const e of heard)
-    yield* sql`
-      INSERT INTO jobs (kind, args, state, attempt, finalized_at)
-      VALUES ('push.deliver', ${JSON.stringify({ registration: kept.id, seq: String(e.seq) })}::jsonb, 'completed', 1, now())`
+  for (const e of heard) yield* finishedPushJob(kept.id, String(e.seq), "round")
   // The doomed registration: its first message answered 410, and bothy removed it.
   pushArrivals.push({ registration: doomed.name, id: pushArrivals[0]!.id, space: "s00", status: 410, at: t0 })
   yield* sql`DELETE FROM push_registrations WHERE id = ${doomed.id}::bigint`
@@ -274,9 +291,7 @@ describe("chaos verdict, each judge against its planted fault", () => {
           Effect.gen(function* () {
             const sql = yield* SqlClient.SqlClient
             const seq = String(events.find((e) => e.space === "s00" && e.actor !== principal.principal)!.seq)
-            yield* sql`
-              INSERT INTO jobs (kind, args, state, attempt, finalized_at)
-              VALUES ('push.deliver', ${JSON.stringify({ registration: kept.id, seq })}::jsonb, 'completed', 1, now())`
+            yield* finishedPushJob(kept.id, seq, "again")
             const first = run.receiver.arrivals[0]!
             const again = { ...first, webhookId: `${first.webhookId}-again`, at: first.at + 100 }
             return { ...run, receiver: { ...run.receiver, arrivals: [...run.receiver.arrivals, again] } }
@@ -355,7 +370,7 @@ describe("chaos verdict, each judge against its planted fault", () => {
             const sql = yield* SqlClient.SqlClient
             yield* sql`
               UPDATE jobs SET state = 'running', finalized_at = NULL, attempted_by = 'worker-0'
-              WHERE id = (SELECT min(id) FROM jobs WHERE kind = 'push.deliver')`
+              WHERE id = (SELECT min(id) FROM jobs WHERE kind = 'push.batch')`
             const seq = events.find((e) => e.space === "s00")!.seq
             yield* sql`
               UPDATE webhook_deliveries SET state = 'pending', finished_at = NULL
