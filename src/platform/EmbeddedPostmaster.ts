@@ -17,7 +17,8 @@ import { EmbeddedPortInUse, EmbeddedPostgresError, type StartError } from "./Emb
 import * as EmbeddedServerOwner from "./EmbeddedServerOwner.ts"
 import type * as EmbeddedServerUser from "./EmbeddedServerUser.ts"
 
-const readyLine = "database system is ready to accept connections"
+// A hot standby (a copy with `standby.signal`) is ready for read-only connections.
+const readyLine = /database system is ready to accept (read-only )?connections/
 export const stopAfter = { sigint: Duration.seconds(60), sigquit: Duration.seconds(10) }
 
 /** The pid of a server running on `dataDir` now, by its `postmaster.pid`. */
@@ -54,7 +55,7 @@ const stop = (postmaster: EmbeddedProcess.Watched) =>
 /** Waits for the server to accept connections; fails with why if it exits first. */
 const ready = (postmaster: EmbeddedProcess.Watched, port: number, dataDir: string) =>
   Effect.callback<void, EmbeddedProcess.Ended>((resume) => {
-    const off = postmaster.onLine((line) => line.includes(readyLine) && resume(Effect.void))
+    const off = postmaster.onLine((line) => readyLine.test(line) && resume(Effect.void))
     void postmaster.ended.then((end) => resume(Effect.fail(end)))
     return Effect.sync(off)
   }).pipe(
