@@ -9,12 +9,16 @@
  * (`DatabaseSessions`): behind one the pool prepares no statements (a statement prepared on one
  * server connection is unknown to the next), and what needs a session of its own goes over
  * `DATABASE_DIRECT_URL` when it is set. One line at start says which.
+ *
+ * A `DATABASE_URL` naming several hosts (a primary and its standbys) is followed through a
+ * failover: new connections go to whichever host is the primary now (`DatabaseHosts`).
  */
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { envName, InvalidConfig, parseCount, parseText, setting, variable } from "./BothyConfig.ts"
+import * as DatabaseHosts from "./DatabaseHosts.ts"
 import * as DatabaseSessions from "./DatabaseSessions.ts"
 import * as DatabaseTls from "./DatabaseTls.ts"
 import * as DatabaseUnavailable from "./DatabaseUnavailable.ts"
@@ -123,11 +127,34 @@ const hostOf = (url: Redacted.Redacted) => {
   }
 }
 
-/** The pool on `DATABASE_URL` and where sessions of their own go (see the module header). */
-const externalLayer = (url: Redacted.Redacted, direct: Option.Option<Redacted.Redacted>, maxConnections: number) =>
+/** With several hosts in `DATABASE_URL`: the first primary among them, or a start refused with one line. */
+const firstPrimary = (hosts: DatabaseHosts.Hosts) =>
   Effect.gen(function* () {
+    const first = hosts.hosts[0]!
+    const ssl = yield* DatabaseTls.fromUrl(Redacted.value(hosts.urlOf(first)), "DATABASE_URL")
+    const found = yield* DatabaseHosts.findPrimary(hosts, ssl)
+    if (Option.isNone(found)) {
+      return yield* new DatabaseUnavailable.DatabaseUnavailable({
+        target: hosts.hosts.map((h) => `${h.host}:${h.port}`).join(", "),
+        variable: "DATABASE_URL",
+        cause: "no host is a primary (each is unreachable or in recovery)",
+      })
+    }
+    return { host: found.value, url: hosts.urlOf(found.value) }
+  })
+
+/** The pool on `DATABASE_URL` and where sessions of their own go (see the module header). */
+const externalLayer = (given: Redacted.Redacted, direct: Option.Option<Redacted.Redacted>, maxConnections: number) =>
+  Effect.gen(function* () {
+    const hosts = yield* DatabaseHosts.parse(Redacted.value(given))
+    const primary = Option.isSome(hosts) ? yield* firstPrimary(hosts.value) : undefined
+    const url = primary === undefined ? given : primary.url
     const target = targetOf(url)
     const ssl = yield* DatabaseTls.fromUrl(Redacted.value(url), "DATABASE_URL")
+    const chooser =
+      Option.isSome(hosts) && primary !== undefined
+        ? yield* DatabaseHosts.make(hosts.value, primary.host, ssl)
+        : undefined
     const directSsl = Option.isSome(direct)
       ? yield* DatabaseTls.fromUrl(Redacted.value(direct.value), DatabaseSessions.directVariable)
       : undefined
@@ -158,7 +185,16 @@ const externalLayer = (url: Redacted.Redacted, direct: Option.Option<Redacted.Re
       : Effect.logInfo(DatabaseSessions.describe(sessions))
     return Layer.mergeAll(
       connected(
-        { url, maxConnections, applicationName: "bothy", prepare: route._tag === "Direct", ...(ssl && { ssl }) },
+        {
+          url,
+          maxConnections,
+          applicationName: "bothy",
+          prepare: route._tag === "Direct",
+          ...(ssl && { ssl }),
+          // Several hosts: each new connection goes to the primary found last (`DatabaseHosts`).
+          ...(chooser && { stream: chooser.stream }),
+          ...(chooser && ssl && { ssl: chooser.ssl(ssl) }),
+        },
         target,
         "DATABASE_URL",
       ),
