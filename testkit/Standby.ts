@@ -16,15 +16,21 @@
  * - With `synchronous`, the primary names the standby in `synchronous_standby_names` once it
  *   streams, so from `start`'s return on a commit is acknowledged only after the standby has it.
  */
-import { appendFileSync, chownSync, cpSync, mkdirSync, readdirSync, statSync, writeFileSync } from "node:fs"
+import {
+  appendFileSync,
+  chownSync,
+  cpSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  writeFileSync,
+} from "node:fs"
 import { join, relative, sep } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Exit, Redacted, References, Scope } from "effect"
 import { SqlClient } from "effect/sql"
 import * as EmbeddedPostgres from "../src/platform/EmbeddedPostgres.ts"
-import * as EmbeddedPostmaster from "../src/platform/EmbeddedPostmaster.ts"
-import * as EmbeddedProcess from "../src/platform/EmbeddedProcess.ts"
-import * as EmbeddedServerUser from "../src/platform/EmbeddedServerUser.ts"
 import * as EmbeddedServer from "./EmbeddedServer.ts"
 
 /** The standby's `application_name` and replication slot. */
@@ -75,7 +81,7 @@ const until = (what: string, check: Effect.Effect<boolean>) =>
   }).pipe(Effect.timeoutOrElse({ duration: "30 seconds", orElse: () => Effect.die(`${what}: not within 30 s`) }))
 
 /** Copies the primary's data folder as a base backup into `into`, ready to start as a standby. */
-const baseBackup = (primary: EmbeddedServer.EmbeddedServer, into: string, user: EmbeddedServerUser.ServerUser) =>
+const baseBackup = (primary: EmbeddedServer.EmbeddedServer, into: string) =>
   on(primary.adminUrl, (sql) =>
     Effect.gen(function* () {
       yield* sql`SELECT slot_name::text FROM pg_create_physical_replication_slot(${standbyName}, true)`
@@ -104,17 +110,30 @@ const baseBackup = (primary: EmbeddedServer.EmbeddedServer, into: string, user: 
           `primary_conninfo = 'host=${primary.host} port=${primary.port} user=${primary.user} password=${password} application_name=${standbyName}'\n` +
             `primary_slot_name = '${standbyName}'\n`,
         )
-        if (user !== undefined) chownTree(into, user)
+        // As root the server runs as another OS user, who owns the primary's folder: the copy is theirs too.
+        const owner = statSync(primary.dataDir())
+        if (process.getuid?.() === 0) chownTree(into, owner)
       }),
     ),
   )
 
 /** Gives the copy to the server's OS user, as initdb would have made it. */
-const chownTree = (path: string, user: NonNullable<EmbeddedServerUser.ServerUser>) => {
+const chownTree = (path: string, user: { readonly uid: number; readonly gid: number }) => {
   for (const entry of readdirSync(path, { withFileTypes: true, recursive: true })) {
     chownSync(join(entry.parentPath, entry.name), user.uid, user.gid)
   }
   chownSync(path, user.uid, user.gid)
+}
+
+/** The postmaster's pid while it runs, from its `postmaster.pid`. */
+const postmasterOf = (dataDir: string) => {
+  try {
+    const pid = Number(readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")[0])
+    process.kill(pid, 0)
+    return pid
+  } catch {
+    return undefined
+  }
 }
 
 export interface Drill {
@@ -125,7 +144,7 @@ export interface Drill {
   readonly bothUrl: (name: string) => string
   /** The standby's URL for the database `name`. */
   readonly standbyUrl: (name: string) => string
-  /** SIGKILL to the primary's process group; returns once its port refuses connections. */
+  /** SIGKILL to the primary's process group; returns once its postmaster is gone. */
   readonly killPrimary: Effect.Effect<void>
   /** Stops the standby (fast shutdown): the primary goes on alone. */
   readonly stopStandby: Effect.Effect<void>
@@ -142,9 +161,8 @@ export const start = (options: { readonly synchronous: boolean }) =>
   Effect.gen(function* () {
     const primary = yield* EmbeddedServer.start({ prefix: "bothy-drill-", settings, openFolder: true, quiet: true })
     const folder = yield* EmbeddedServer.tempFolder("bothy-standby-", { open: true })
-    const user = yield* Effect.orDie(EmbeddedServerUser.resolve)
     const dataDir = join(folder, "pg")
-    yield* baseBackup(primary, dataDir, user)
+    yield* baseBackup(primary, dataDir)
     const port = yield* EmbeddedServer.freePort
     const standbyServer: EmbeddedPostgres.EmbeddedPostgresOptions = {
       dataDir,
@@ -187,23 +205,24 @@ export const start = (options: { readonly synchronous: boolean }) =>
     }
 
     const killPrimary = Effect.gen(function* () {
-      const pid = EmbeddedPostmaster.livePostmaster(primary.dataDir())
-      EmbeddedProcess.killGroup(pid)
+      const pid = postmasterOf(primary.dataDir())
+      // The postmaster leads its process group (`EmbeddedPostgres`): its backends die with it.
+      if (pid !== undefined) process.kill(-pid, "SIGKILL")
       yield* until(
         "the primary is gone",
-        Effect.sync(() => EmbeddedPostmaster.livePostmaster(primary.dataDir()) === undefined),
+        Effect.sync(() => postmasterOf(primary.dataDir()) === undefined),
       )
     })
     const promote = on(urlOn(port, "postgres"), (sql) => sql`SELECT pg_promote(true, 60)`).pipe(Effect.asVoid)
     const caughtUp = Effect.gen(function* () {
-      const [{ lsn }] = (yield* on(
+      const [written] = yield* on(
         primary.adminUrl,
         (sql) => sql<{ lsn: string }>`SELECT pg_current_wal_lsn()::text AS lsn`,
-      )) as unknown as [{ lsn: string }]
+      )
       yield* until(
         "the standby caught up",
         on(urlOn(port, "postgres"), (sql) =>
-          sql<{ ok: boolean }>`SELECT pg_last_wal_replay_lsn() >= ${lsn}::pg_lsn AS ok`.pipe(
+          sql<{ ok: boolean }>`SELECT pg_last_wal_replay_lsn() >= ${written!.lsn}::pg_lsn AS ok`.pipe(
             Effect.map(([r]) => r?.ok === true),
           ),
         ),

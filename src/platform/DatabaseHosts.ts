@@ -5,13 +5,13 @@
  * `target_session_attrs`, so bothy picks the host itself.
  *
  * What it keeps true: every new connection of the pool goes to the host last found to be the
- * primary (the first in the URL's order where `pg_is_in_recovery()` is false). A connection that
- * cannot be made, or one that breaks, sets off a search over the hosts, repeated every
- * `searchEvery` until one is a primary; so after a failover the pool's next connections go to the
- * promoted standby, in the same process. Connections already open stay where they are until they
- * break (the old primary's die with it).
+ * primary (the first in the URL's order where `pg_is_in_recovery()` is false). A socket error on a
+ * connection (one that cannot be made, or is reset) sets off a search over the hosts, repeated
+ * every `searchEvery` until one is a primary; so after a failover the pool's next connections go
+ * to the promoted standby, in the same process. Connections already open stay where they are
+ * until they break (the old primary's die with it).
  *
- *   chosen ── connection error ──> searching ── a host answers pg_is_in_recovery() = false ──> chosen
+ *   chosen ── socket error ──> searching ── a host answers pg_is_in_recovery() = false ──> chosen
  *                                     └── none does: search again after `searchEvery`
  *
  * A host a search never found to be a primary is never used, so bothy does not write to a standby;
