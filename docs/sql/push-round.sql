@@ -15,21 +15,26 @@ WITH cursor AS MATERIALIZED (
     ORDER BY seq LIMIT $4
   ) AS e
 ), bounds AS MATERIALIZED (
-  SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
+  SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch, h.at::text AS head_at,
+  -- the log went back below what this process read (LogRewind)
+    coalesce(h.epoch = $5::int AND (h.seq < $6::bigint OR EXISTS (
+        SELECT FROM read AS newer WHERE newer.seq <= $7::bigint AND newer.occurred_at > $8::timestamptz
+      )), false) AS rewound,
   -- A row locked in a newer version than the snapshot's was changed after the
   -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
   -- of the consumer's own tables is then older than the lock.
-    c.version = (SELECT xmin FROM event_consumer_cursors WHERE name = $5) AS fresh,
-    (SELECT count(*) FROM read WHERE n <= $6)::int AS events,
-    (SELECT max(seq) FROM read WHERE n <= $7) AS to_seq,
-    (SELECT max(occurred_at) FROM read WHERE n <= $8) AS to_at,
-    (SELECT count(*) FROM read) > $9 AS is_full,
-    (SELECT occurred_at FROM read WHERE n = $10) AS next_occurred_at
+    c.version = (SELECT xmin FROM event_consumer_cursors WHERE name = $9) AS fresh,
+    (SELECT count(*) FROM read WHERE n <= $10)::int AS events,
+    (SELECT max(seq) FROM read WHERE n <= $11) AS to_seq,
+    (SELECT max(occurred_at) FROM read WHERE n <= $12) AS to_at,
+    (SELECT count(*) FROM read) > $13 AS is_full,
+    (SELECT occurred_at FROM read WHERE n = $14) AS next_occurred_at
   FROM cursor AS c CROSS JOIN (SELECT value AS seq, epoch, last_at AS at FROM event_seq) AS h
 ), go AS MATERIALIZED (
-  SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM bounds
+  SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head)
+      AND NOT rewound, false) AS ok FROM bounds
 ), ev AS (
-  SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= $11 AND (SELECT ok FROM go)
+  SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= $15 AND (SELECT ok FROM go)
 ),
 audience AS (
   SELECT e.seq, m.principal
@@ -42,11 +47,11 @@ audience AS (
       AND (p.space_id IS NULL OR p.space_id = e.space)
       AND (p.event_type IS NULL OR p.event_type = e.type)
   )), targets AS (
-  SELECT a.seq, r.id, (row_number() OVER (PARTITION BY a.seq ORDER BY r.id) - 1) / $12::int AS batch
+  SELECT a.seq, r.id, (row_number() OVER (PARTITION BY a.seq ORDER BY r.id) - 1) / $16::int AS batch
   FROM audience AS a JOIN push_registrations AS r ON r.principal = a.principal
 ), wanted AS (
-  SELECT t.seq, $13::text || min(t.id)::text AS receiver, $14::text AS kind,
-    $15::text AS queue, jsonb_build_object('seq', t.seq::text, 'at', e.occurred_at, 'registrations', jsonb_agg(t.id::text ORDER BY t.id)) AS args, $16::int AS max_attempts
+  SELECT t.seq, $17::text || min(t.id)::text AS receiver, $18::text AS kind,
+    $19::text AS queue, jsonb_build_object('seq', t.seq::text, 'at', e.occurred_at, 'registrations', jsonb_agg(t.id::text ORDER BY t.id)) AS args, $20::int AS max_attempts
   FROM targets AS t JOIN ev AS e ON e.seq = t.seq
   GROUP BY t.seq, t.batch, e.occurred_at
 ),
@@ -58,27 +63,27 @@ jobs_inserted AS (
     r.unique_key, r.trace_parent
   FROM (
     SELECT w.kind, w.queue, w.args, NULL::int2 AS priority, w.max_attempts, NULL::timestamptz AS scheduled_at,
-      ($17::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
+      ($21::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
     FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.seq
   ) AS r
   ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
   RETURNING id, queue
 ), jobs_woken AS MATERIALIZED (
-  SELECT pg_notify($18, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
+  SELECT pg_notify($22, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
 ), moved AS (
   UPDATE event_consumer_cursors
   SET last_seq = (SELECT to_seq FROM bounds), last_at = greatest(last_at, (SELECT to_at FROM bounds)),
     updated_at = clock_timestamp()
-  WHERE name = $19 AND (SELECT ok FROM go)
+  WHERE name = $23 AND (SELECT ok FROM go)
 ), unflushed AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
 )
-SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.events, b.to_seq AS "toSeq", b.is_full AS full,
+SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.head_at AS "headAt", b.rewound, b.events, b.to_seq AS "toSeq", b.is_full AS full,
   b.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
   CASE WHEN isfinite(CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END) THEN CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END END AS "cursorAt",
   clock_timestamp() AS "dbNow",
   (SELECT array_agg(t.trace_parent) FROM (
-    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $20
+    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $24
   ) AS t) AS "traceParents",
   (SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken,
   (SELECT count(*) FROM "unflushed") AS side_effects
@@ -88,19 +93,23 @@ FROM bounds AS b CROSS JOIN go AS g;
 -- $2 = null
 -- $3 = null
 -- $4 = 501
--- $5 = "push"
--- $6 = 500
--- $7 = 500
--- $8 = 500
--- $9 = 500
--- $10 = 501
+-- $5 = null
+-- $6 = null
+-- $7 = null
+-- $8 = null
+-- $9 = "push"
+-- $10 = 500
 -- $11 = 500
--- $12 = 100
--- $13 = "b"
--- $14 = "push.batch"
--- $15 = "push"
--- $16 = 291
--- $17 = "push"
--- $18 = "jobs"
+-- $12 = 500
+-- $13 = 500
+-- $14 = 501
+-- $15 = 500
+-- $16 = 100
+-- $17 = "b"
+-- $18 = "push.batch"
 -- $19 = "push"
--- $20 = 32
+-- $20 = 291
+-- $21 = "push"
+-- $22 = "jobs"
+-- $23 = "push"
+-- $24 = 32

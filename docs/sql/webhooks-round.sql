@@ -15,21 +15,26 @@ WITH cursor AS MATERIALIZED (
     ORDER BY seq LIMIT $4
   ) AS e
 ), bounds AS MATERIALIZED (
-  SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
+  SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch, h.at::text AS head_at,
+  -- the log went back below what this process read (LogRewind)
+    coalesce(h.epoch = $5::int AND (h.seq < $6::bigint OR EXISTS (
+        SELECT FROM read AS newer WHERE newer.seq <= $7::bigint AND newer.occurred_at > $8::timestamptz
+      )), false) AS rewound,
   -- A row locked in a newer version than the snapshot's was changed after the
   -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
   -- of the consumer's own tables is then older than the lock.
-    c.version = (SELECT xmin FROM event_consumer_cursors WHERE name = $5) AS fresh,
-    (SELECT count(*) FROM read WHERE n <= $6)::int AS events,
-    (SELECT max(seq) FROM read WHERE n <= $7) AS to_seq,
-    (SELECT max(occurred_at) FROM read WHERE n <= $8) AS to_at,
-    (SELECT count(*) FROM read) > $9 AS is_full,
-    (SELECT occurred_at FROM read WHERE n = $10) AS next_occurred_at
+    c.version = (SELECT xmin FROM event_consumer_cursors WHERE name = $9) AS fresh,
+    (SELECT count(*) FROM read WHERE n <= $10)::int AS events,
+    (SELECT max(seq) FROM read WHERE n <= $11) AS to_seq,
+    (SELECT max(occurred_at) FROM read WHERE n <= $12) AS to_at,
+    (SELECT count(*) FROM read) > $13 AS is_full,
+    (SELECT occurred_at FROM read WHERE n = $14) AS next_occurred_at
   FROM cursor AS c CROSS JOIN (SELECT value AS seq, epoch, last_at AS at FROM event_seq) AS h
 ), go AS MATERIALIZED (
-  SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM bounds
+  SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head)
+      AND NOT rewound, false) AS ok FROM bounds
 ), ev AS (
-  SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= $11 AND (SELECT ok FROM go)
+  SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= $15 AND (SELECT ok FROM go)
 ),
 matched AS (
   SELECT e.seq, e.epoch, e.occurred_at, s.sub
@@ -62,11 +67,11 @@ held AS MATERIALIZED (
     )) AS is_held
   FROM locked JOIN counted ON counted.sub = locked.sub
 ), nudged AS MATERIALIZED (
-  SELECT pg_notify($12, sub::text) FROM held WHERE is_held
+  SELECT pg_notify($16, sub::text) FROM held WHERE is_held
 ), wanted AS (
-  SELECT first AS seq, sub::text AS receiver, $13::text AS kind, $14::text AS queue,
-    jsonb_build_object('subscription', sub::text) AS args, $15::int AS max_attempts
-  FROM held WHERE NOT ($16 AND is_held)
+  SELECT first AS seq, sub::text AS receiver, $17::text AS kind, $18::text AS queue,
+    jsonb_build_object('subscription', sub::text) AS args, $19::int AS max_attempts
+  FROM held WHERE NOT ($20 AND is_held)
 ),
 jobs_inserted AS (
   INSERT INTO jobs (kind, queue, args, priority, max_attempts, scheduled_at, state, unique_key, trace_parent)
@@ -76,27 +81,27 @@ jobs_inserted AS (
     r.unique_key, r.trace_parent
   FROM (
     SELECT w.kind, w.queue, w.args, NULL::int2 AS priority, w.max_attempts, NULL::timestamptz AS scheduled_at,
-      ($17::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
+      ($21::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
     FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.seq
   ) AS r
   ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
   RETURNING id, queue
 ), jobs_woken AS MATERIALIZED (
-  SELECT pg_notify($18, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
+  SELECT pg_notify($22, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
 ), moved AS (
   UPDATE event_consumer_cursors
   SET last_seq = (SELECT to_seq FROM bounds), last_at = greatest(last_at, (SELECT to_at FROM bounds)),
     updated_at = clock_timestamp()
-  WHERE name = $19 AND (SELECT ok FROM go)
+  WHERE name = $23 AND (SELECT ok FROM go)
 ), unflushed AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
 )
-SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.events, b.to_seq AS "toSeq", b.is_full AS full,
+SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.head_at AS "headAt", b.rewound, b.events, b.to_seq AS "toSeq", b.is_full AS full,
   b.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
   CASE WHEN isfinite(CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END) THEN CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END END AS "cursorAt",
   clock_timestamp() AS "dbNow",
   (SELECT array_agg(t.trace_parent) FROM (
-    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $20
+    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $24
   ) AS t) AS "traceParents",
   (SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken,
   (SELECT count(*) FROM "unflushed") + (SELECT count(*) FROM "nudged") AS side_effects
@@ -106,19 +111,23 @@ FROM bounds AS b CROSS JOIN go AS g;
 -- $2 = null
 -- $3 = null
 -- $4 = 501
--- $5 = "webhooks"
--- $6 = 500
--- $7 = 500
--- $8 = 500
--- $9 = 500
--- $10 = 501
+-- $5 = null
+-- $6 = null
+-- $7 = null
+-- $8 = null
+-- $9 = "webhooks"
+-- $10 = 500
 -- $11 = 500
--- $12 = "webhook_drains"
--- $13 = "webhook.deliver"
--- $14 = "webhooks"
--- $15 = 25
--- $16 = true
--- $17 = "webhooks"
--- $18 = "jobs"
--- $19 = "webhooks"
--- $20 = 32
+-- $12 = 500
+-- $13 = 500
+-- $14 = 501
+-- $15 = 500
+-- $16 = "webhook_drains"
+-- $17 = "webhook.deliver"
+-- $18 = "webhooks"
+-- $19 = 25
+-- $20 = true
+-- $21 = "webhooks"
+-- $22 = "jobs"
+-- $23 = "webhooks"
+-- $24 = 32

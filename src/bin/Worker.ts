@@ -3,7 +3,8 @@
  * every part): retention of the log (partitions created ahead, old days detached and dropped), the
  * `webhooks` consumer, the `push` consumer with its registration sweep (when push is on), the
  * job runtime with the delivery jobs, and the admin API (`AdminServer`), over one connection pool
- * and one shared LISTEN connection.
+ * and one shared LISTEN connection. A log that goes back under it (a failover to a standby that
+ * lacked the last commits) is finalized as a restore by the first round that finds it (`LogRewind`).
  * Nothing of it starts before the sealing key is checked against the database's (`SealingKeyCheck`).
  */
 import { Effect, Layer, Option, type Redacted } from "effect"
@@ -14,8 +15,10 @@ import * as SealingKeyCheck from "../crypto/SealingKeyCheck.ts"
 import { Jobs } from "../jobs/Jobs.ts"
 import * as JobWorker from "../jobs/JobWorker.ts"
 import { EventLog } from "../log/EventLog.ts"
+import * as LogRewind from "../log/LogRewind.ts"
 import * as Retention from "../log/Retention.ts"
 import * as Sequencer from "../log/Sequencer.ts"
+import * as RestoreFinalize from "../ops/RestoreFinalize.ts"
 import { BothyConfig, type Settings } from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import type { ListenAddress } from "../platform/ListenAddress.ts"
@@ -130,6 +133,8 @@ export const layer = (
         Jobs.layer,
         PermissionGrants.layer,
         WebhookConfig.layerWith(webhooks),
+        // A round that finds the log gone back under it (a failover that lost commits) finalizes it.
+        LogRewind.layer(RestoreFinalize.recoverRewind),
       ),
     ),
     Layer.provide(Database.migrate),

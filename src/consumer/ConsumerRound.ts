@@ -5,6 +5,7 @@
  *   BEGIN
  *   lock cursor row (FOR UPDATE SKIP LOCKED) with the head, then read the batch after last_seq up
  *   to that head (`EventLog.readFrom`) ── row held elsewhere ──> ROLLBACK, Locked
+ *   head below what this process read (`LogRewind`) ──> ROLLBACK, recover, round again
  *   report lost ranges to the loss handler (seqs at or below head that are gone)
  *   nothing new ──> ROLLBACK, CaughtUp
  *   fan out
@@ -21,6 +22,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import { type InvalidJob, Jobs } from "../jobs/Jobs.ts"
 import type { Event } from "../log/Event.ts"
 import { EventLog, type Head } from "../log/EventLog.ts"
+import { type Guard, LogRewind, LogRewound, newerThan, rewoundSql } from "../log/LogRewind.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
 import * as ReadWindow from "./ReadWindow.ts"
 
@@ -74,14 +76,15 @@ export interface RoundOptions<E, R> {
    * `StatementRound.make` with the consumer's fan-out as SQL. `undefined` when it cannot (events
    * lost from the log): the transactional round runs instead.
    */
-  readonly oneStatement?: (round: RoundOf) => Effect.Effect<RoundOutcome | undefined, E | SqlError, R>
+  readonly oneStatement?: (round: RoundOf) => Effect.Effect<RoundOutcome | undefined, E | SqlError | LogRewound, R>
 }
 
-/** What the round gives a consumer's `oneStatement`: its name, batch size and `ReadWindow`. */
+/** What the round gives a consumer's `oneStatement`: its name, batch size, `ReadWindow` and `LogRewind` guard. */
 export interface RoundOf {
   readonly name: string
   readonly batchSize: number
   readonly window: ReadWindow.ReadWindow
+  readonly guard: Guard
 }
 
 /** Ends a round that wrote nothing by rolling its transaction back. */
@@ -125,6 +128,7 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
   const sql = yield* SqlClient.SqlClient
   const log = yield* EventLog
   const jobs = yield* Jobs
+  const guard = yield* LogRewind
   const { name, batchSize } = options
 
   // The round is BEGIN, the lock with the head, the read, the fan-out's own statements, the job
@@ -136,7 +140,20 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
     // One more than a batch: tells whether more is waiting, and how old it is, for the gauges.
     const position = yield* log.readFrom(lockCursor, batchSize + 1)
     if (Option.isNone(position)) return { _tag: "Locked" } as const
-    const { after: last, head, events: read } = position.value
+    const { after: last, head, headAt, events: read } = position.value
+    // The log went back below what this process read (`LogRewind`): nothing commits.
+    const floor = guard.floor()
+    const [check] =
+      floor === undefined || (floor.seq === head.seq && floor.at === headAt)
+        ? [{ rewound: false }]
+        : yield* sql<{ rewound: boolean }>`
+            SELECT ${rewoundSql(
+              sql,
+              floor,
+              { seq: sql`${head.seq}::bigint`, epoch: sql`${head.epoch}::int` },
+              newerThan(sql, floor, last, headAt),
+            )} AS rewound`.unprepared
+    yield* guard.see({ ...head, at: headAt }, check?.rewound === true)
     const full = read.length > batchSize
     const batch = full ? read.slice(0, batchSize) : read
 
@@ -189,11 +206,19 @@ export const make = Effect.fnUntraced(function* <E, R>(options: RoundOptions<E, 
       (nothing) => Effect.succeed(nothing.outcome),
     ),
   )
-  const oneStatement = options.oneStatement?.({ name, batchSize, window: yield* ReadWindow.make })
-  const round: Effect.Effect<RoundOutcome, E | InvalidJob | SqlError, R> = (
+  const oneStatement = options.oneStatement?.({ name, batchSize, window: yield* ReadWindow.make, guard })
+  const attempt: Effect.Effect<RoundOutcome, E | InvalidJob | SqlError | LogRewound, R> = (
     oneStatement === undefined
       ? transactional
       : Effect.flatMap(oneStatement, (outcome) => (outcome === undefined ? transactional : Effect.succeed(outcome)))
   ).pipe(Effect.withSpan("Consumer.round", { attributes: { consumer: name } }))
+  // A rewind is recovered (the worker finalizes it) and the round runs again on the new epoch.
+  const round = attempt.pipe(
+    Effect.catchIf(
+      (e): e is LogRewound => e instanceof LogRewound,
+      (rewound) =>
+        Effect.logError(rewound.message).pipe(Effect.andThen(guard.recover(rewound)), Effect.andThen(attempt)),
+    ),
+  )
   return round
 })

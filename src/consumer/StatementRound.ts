@@ -12,7 +12,9 @@
  *   bounds    where the batch starts (the cursor) and ends, its size, whether more is waiting,
  *             and the head
  *   go        the batch follows the cursor without a hole, nothing is missing up
- *             to the head, and the cursor row locked is the one the statement's snapshot sees
+ *             to the head, the cursor row locked is the one the statement's snapshot sees, and
+ *             the head is not below what this process read in its epoch (`LogRewind`: else the
+ *             round fails with `LogRewound` and the rewind is recovered)
  *   ev        the batch when go, else empty
  *   ...       the fan-out's CTEs, ending in `wanted`
  *   jobs_*    the jobs wanted, through `Jobs.insertCtes` (unique key: `ConsumerRound.uniqueKeySql`)
@@ -30,6 +32,7 @@ import type { SqlError } from "effect/sql/SqlError"
 import * as Jobs from "../jobs/Jobs.ts"
 import * as EventLog from "../log/EventLog.ts"
 import * as EventLogPartitions from "../log/EventLogPartitions.ts"
+import { type Floor, type Guard, LogRewind, type LogRewound, rewoundSql } from "../log/LogRewind.ts"
 import { pgFailure } from "../platform/PgError.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
 import { type RoundOutcome, uniqueKeySql } from "./ConsumerRound.ts"
@@ -59,12 +62,16 @@ export interface StatementRoundOptions {
   readonly fanOut: StatementFanOut
   /** What the consumer's earlier rounds saw; without it, the round looks its window up first. */
   readonly window?: ReadWindow.ReadWindow
+  /** The process's `LogRewind` guard; without it, the one in the context (off unless provided). */
+  readonly guard?: Guard
 }
 
 interface Row {
   readonly after: bigint
   readonly head: bigint
   readonly headEpoch: number
+  readonly headAt: string
+  readonly rewound: boolean
   readonly events: number
   readonly toSeq: bigint | null
   readonly full: boolean
@@ -129,6 +136,7 @@ export const statement = (
   sql: SqlClient.SqlClient,
   options: Pick<StatementRoundOptions, "name" | "batchSize" | "fanOut">,
   bounds?: ReadWindow.Window | undefined,
+  floor?: Floor | undefined,
 ) => {
   const { name, batchSize, fanOut } = options
   const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
@@ -146,7 +154,9 @@ export const statement = (
           ORDER BY seq LIMIT ${batchSize + 1}
         ) AS e
       ), bounds AS MATERIALIZED (
-        SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch,
+        SELECT c.last_seq AS after, c.last_at AS after_at, h.seq AS head, h.epoch AS head_epoch, h.at::text AS head_at,
+               -- the log went back below what this process read (LogRewind)
+               ${rewoundSql(sql, floor, { seq: sql`h.seq`, epoch: sql`h.epoch` }, sql`read`)} AS rewound,
                -- A row locked in a newer version than the snapshot's was changed after the
                -- snapshot was taken (by a re-enabling, under this lock): what the snapshot says
                -- of the consumer's own tables is then older than the lock.
@@ -158,7 +168,8 @@ export const statement = (
                (SELECT occurred_at FROM read WHERE n = ${batchSize + 1}) AS next_occurred_at
         FROM cursor AS c CROSS JOIN ${EventLog.head(sql)} AS h
       ), go AS MATERIALIZED (
-        SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head), false) AS ok FROM bounds
+        SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head)
+                        AND NOT rewound, false) AS ok FROM bounds
       ), ev AS (
         SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
       ), ${fanOut.ctes(sql)}, ${Jobs.insertCtes(
@@ -176,7 +187,7 @@ export const statement = (
       ), unflushed AS MATERIALIZED (
         SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
       )
-      SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.events, b.to_seq AS "toSeq", b.is_full AS full,
+      SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.head_at AS "headAt", b.rewound, b.events, b.to_seq AS "toSeq", b.is_full AS full,
              b.next_occurred_at AS "nextOccurredAt", g.ok, (SELECT count(*) FROM wanted)::int AS wanted,
              ${ReadWindow.cursorAtSql(sql, "CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END")} AS "cursorAt",
              clock_timestamp() AS "dbNow",
@@ -196,13 +207,14 @@ export const statement = (
  */
 export const make = (
   options: StatementRoundOptions,
-): Effect.Effect<RoundOutcome | undefined, SqlError, SqlClient.SqlClient> =>
+): Effect.Effect<RoundOutcome | undefined, SqlError | LogRewound, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const { name } = options
     const window = options.window ?? (yield* ReadWindow.make)
     const bounds = yield* window.next(name)
-    const rows = yield* statement(sql, options, bounds).pipe(
+    const guard = options.guard ?? (yield* LogRewind)
+    const rows = yield* statement(sql, options, bounds, guard.floor()).pipe(
       // A day named in the read was dropped (the cursor stood still past the retention).
       Effect.catchIf(
         (e) => pgFailure(e).code === "42P01",
@@ -210,6 +222,9 @@ export const make = (
       ),
     )
     if (rows === undefined) return undefined
+    // Below the floor the statement wrote nothing; the round fails so the rewind is recovered.
+    const row = rows[0]
+    if (row !== undefined) yield* guard.see({ seq: row.head, epoch: row.headEpoch, at: row.headAt }, row.rewound)
     const result = outcome(rows[0])
     if (rows[0] !== undefined) yield* window.saw(rows[0])
     yield* TraceParent.linkCurrent(rows[0]?.traceParents ?? [])

@@ -234,7 +234,7 @@ const readFromWith = (sql: SqlClient.SqlClient) =>
             ORDER BY seq LIMIT ${limit}`.unprepared
         : []
     const events = yield* decodeEvents(rows).pipe(Effect.orDie)
-    return Option.some({ after, head: { seq: head, epoch: headEpoch }, events })
+    return Option.some({ after, head: { seq: head, epoch: headEpoch }, headAt, events })
   })
 
 export class EventLog extends Context.Service<
@@ -282,7 +282,13 @@ export class EventLog extends Context.Service<
       from: Statement.Fragment,
       limit: number,
     ) => Effect.Effect<
-      Option.Option<{ readonly after: bigint; readonly head: Head; readonly events: ReadonlyArray<Event> }>,
+      Option.Option<{
+        readonly after: bigint
+        readonly head: Head
+        /** The head's time (`event_seq.last_at`) as text, exact to the microsecond. */
+        readonly headAt: string
+        readonly events: ReadonlyArray<Event>
+      }>,
       SqlError
     >
     readonly head: Effect.Effect<Head, SqlError>

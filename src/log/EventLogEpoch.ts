@@ -77,3 +77,16 @@ export const liveSequencer = Effect.fn("EventLogEpoch.liveSequencer")(function* 
     WHERE holder IS NOT NULL AND expires_at > clock_timestamp()`
   return row
 })
+
+/**
+ * The current epoch, read under the append lock (taken for the caller's transaction): no epoch
+ * change can commit between this read and the caller's commit.
+ */
+export const currentLocked = Effect.fn("EventLogEpoch.currentLocked")(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`SELECT pg_advisory_xact_lock(${appendLockKey})`
+  // A statement after the lock's grant: its snapshot sees any epoch change committed before.
+  const [row] = yield* sql<{ epoch: number }>`SELECT epoch FROM event_seq`
+  if (row === undefined) return yield* Effect.die("event_seq has no row: the migrations were not applied")
+  return row.epoch
+})
