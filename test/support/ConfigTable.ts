@@ -139,7 +139,7 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
   ],
   [
     databaseUrl,
-    "an external PostgreSQL, 15 to 18 (older is refused at start); TLS by libpq's `sslmode`/`sslrootcert` ([operations.md](operations.md#your-own-postgresql)); when set, no embedded server starts",
+    "an external PostgreSQL, 15 to 18 (older is refused at start); TLS by libpq's `sslmode`/`sslrootcert` ([operations.md](operations.md#your-own-postgresql)); several hosts (`h1:5432,h2:5432`) for a primary and its standbys ([failover](operations.md#failover)); when set, no embedded server starts",
   ],
   [
     databaseDirectUrl,

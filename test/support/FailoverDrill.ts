@@ -5,7 +5,7 @@
  * follows the failover as the workers do). What the receiver got is read back as deliveries:
  * `webhook-id`, epoch, sequence and the producer's number.
  */
-import { ConfigProvider, Context, Effect, Fiber, Layer, Queue, Ref } from "effect"
+import { ConfigProvider, Context, Effect, Exit, Fiber, Layer, Queue, Ref } from "effect"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as Database from "../../src/platform/Database.ts"
 import * as MigratedDatabase from "../../testkit/MigratedDatabase.ts"
@@ -58,6 +58,14 @@ export const setUp = (drill: Standby.Drill) =>
       return p
     })
     const workers = [yield* startWorker, yield* startWorker]
+    // What the workers said, when the drill fails: the failover's story is in their lines.
+    yield* Effect.addFinalizer((exit) =>
+      Exit.isFailure(exit)
+        ? Effect.sync(() => {
+            for (const [i, w] of workers.entries()) console.log(`worker ${i}:\n${w.stdout()}`)
+          })
+        : Effect.void,
+    )
     return { url, env, cli, receiver, workers, startWorker }
   })
 
