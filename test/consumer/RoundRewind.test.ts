@@ -10,6 +10,7 @@ import { SqlClient } from "effect/sql"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import * as StatementRound from "../../src/consumer/StatementRound.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
+import type { Event } from "../../src/log/Event.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as LogRewind from "../../src/log/LogRewind.ts"
 import * as TestConsumer from "../support/TestConsumer.ts"
@@ -43,23 +44,22 @@ const jobsAbove = (seq: bigint) =>
     (sql) => sql<{ n: number }>`SELECT count(*)::int AS n FROM jobs WHERE (args->>'seq')::bigint > ${seq}`,
   ).pipe(Effect.map(([r]) => r!.n))
 
+/** The test consumer's options: its fan-out in TypeScript (the transactional round). */
+const options = (name: string) => ({
+  name,
+  batchSize: 100,
+  onLoss: () => Effect.void,
+  fanOut: (events: ReadonlyArray<Event>) => Effect.succeed(TestConsumer.fanOutJobs(events, receivers)),
+})
+
 const rounds = {
   statement: (name: string) =>
     Consumer.makeRound({
-      name,
-      batchSize: 100,
-      onLoss: () => Effect.void,
-      fanOut: (events) => Effect.succeed(TestConsumer.fanOutJobs(events, receivers)),
+      ...options(name),
       oneStatement: (round) =>
         StatementRound.make({ ...round, fanOut: { ctes: (sql) => TestConsumer.wantedCte(sql, receivers) } }),
     }),
-  transactional: (name: string) =>
-    Consumer.makeRound({
-      name,
-      batchSize: 100,
-      onLoss: () => Effect.void,
-      fanOut: (events) => Effect.succeed(TestConsumer.fanOutJobs(events, receivers)),
-    }),
+  transactional: (name: string) => Consumer.makeRound(options(name)),
 }
 
 const Live = Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(TestDatabase.layer()))
