@@ -98,7 +98,7 @@ const handoffSummary = (r: PushHandoff.PushHandoffResult) => ({
   backlogFlat: r.backlog.flat,
   pendingJobsSlope: r.backlog.pendingJobs.slopePerSecond,
   breakdownMsP50P95: Object.fromEntries(
-    Object.entries(r.breakdownMs).flatMap(([k, d]) => (typeof d === "string" ? [] : [[k, [d.p50, d.p95]]])),
+    Object.entries(r.breakdownMs).flatMap(([k, d]) => (typeof d === "object" ? [[k, [d.p50, d.p95]]] : [])),
   ),
   cpu: r.cpu,
 })
@@ -109,7 +109,7 @@ const burstSummary = (r: PushBurst.PushBurstResult) => ({
   pushesPerSecond: r.pushesPerSecond,
   commitToLastMs: r.commitToLastMs,
   cpu: r.cpu,
-  spansMeanMs: { jobRun: r.spansMs.jobRun.mean, build: r.spansMs.build.mean, send: r.spansMs.send.mean },
+  spansMeanMs: { batchRun: r.spansMs.batchRun.mean, build: r.spansMs.build.mean, send: r.spansMs.send.mean },
 })
 
 const millisOf = (name: string, raw: string) =>
@@ -157,6 +157,7 @@ const plan = Effect.gen(function* () {
       spaces: config.spaces,
       membersPerSpace: config.members,
       batchSize,
+      registrationsPerJob: pushDefaults.batchSize,
       pollInterval,
       cooldownMs,
       concurrency: config.concurrency,
