@@ -123,12 +123,7 @@ const sampleAt = (sql: SqlClient.SqlClient, t0: number) =>
     Effect.map(([s]) => ({ t: round3((performance.now() - t0) / 1000), ...s! })),
   )
 
-/** Each event's commit stamps, by index, as the producer thread reports them. */
-interface Stamps {
-  readonly committedAt: Float64Array
-  readonly appendMs: Float64Array
-  readonly lateTick: Float64Array
-}
+type Stamps = ProducerThread.Stamps
 
 /** The production window: the producer thread's appends, timed, with the CPU of each side. */
 const produce = (
@@ -357,11 +352,7 @@ export const measure = (
     const interval = 1000 / config.eventsPerSecond
     const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
     const total = warm + Math.round(config.seconds * config.eventsPerSecond)
-    const stamps: Stamps = {
-      committedAt: new Float64Array(total).fill(Number.NaN),
-      appendMs: new Float64Array(total).fill(Number.NaN),
-      lateTick: new Float64Array(total).fill(Number.NaN),
-    }
+    const stamps = ProducerThread.unstamped(total)
     const p = yield* produce(config, service, { total, interval }, stamps)
 
     // An append the producer saw fail made no event, so no message is owed for it.

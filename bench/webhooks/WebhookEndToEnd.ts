@@ -316,12 +316,7 @@ const startProducer = (config: EndToEndConfig, total: number, interval: number) 
     return { thread, log }
   })
 
-/** Each event's commit stamps, by index, as the producer reports them. */
-interface Stamps {
-  readonly committedAt: Float64Array
-  readonly appendMs: Float64Array
-  readonly lateTick: Float64Array
-}
+type Stamps = ProducerThread.Stamps
 
 /** The production window, timed, with the CPU it took and the checkpoints that began in it. */
 const produce = (
@@ -590,11 +585,7 @@ export const measure = (config: EndToEndConfig) =>
     const interval = 1000 / config.eventsPerSecond
     const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
     const total = warm + Math.round(config.seconds * config.eventsPerSecond)
-    const stamps: Stamps = {
-      committedAt: new Float64Array(total).fill(Number.NaN),
-      appendMs: new Float64Array(total).fill(Number.NaN),
-      lateTick: new Float64Array(total).fill(Number.NaN),
-    }
+    const stamps = ProducerThread.unstamped(total)
     const { tally: t, onRequest } = tally(total)
     const receiver = yield* WebhookReceiver.start(
       (request) => {
