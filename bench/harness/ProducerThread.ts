@@ -31,6 +31,20 @@ export interface ProducerInput {
   readonly subscriptions: number
 }
 
+/** Each event's stamps, by index: when its append returned, how long it took, how late its tick ran. */
+export interface Stamps {
+  readonly committedAt: Float64Array
+  readonly appendMs: Float64Array
+  readonly lateTick: Float64Array
+}
+
+/** Stamps for `total` events, none yet (NaN: an append that never returned stays so). */
+export const unstamped = (total: number): Stamps => ({
+  committedAt: new Float64Array(total).fill(Number.NaN),
+  appendMs: new Float64Array(total).fill(Number.NaN),
+  lateTick: new Float64Array(total).fill(Number.NaN),
+})
+
 export interface ProducerOutput {
   /** Absolute ms at which each append returned. */
   readonly committedAt: Float64Array
@@ -48,7 +62,7 @@ export interface ProducerOutput {
 export const produce = (
   log: EventLog["Service"],
   options: { readonly total: number; readonly interval: number; readonly subscriptions: number; readonly t0: number },
-  out: { readonly committedAt: Float64Array; readonly appendMs: Float64Array; readonly lateTick: Float64Array },
+  out: Stamps,
 ) =>
   Throughput.steady({ ...options, lateTick: out.lateTick }, (i, sent) =>
     log.append([eventAt(i, options.subscriptions)]).pipe(
@@ -125,11 +139,7 @@ if (parentPort !== null && workerData !== null && typeof workerData === "object"
     const t0Absolute = yield* Effect.callback<number>((resume) => {
       port.once("message", (m: { readonly t0: number }) => resume(Effect.succeed(m.t0)))
     })
-    const out = {
-      committedAt: new Float64Array(input.total).fill(Number.NaN),
-      appendMs: new Float64Array(input.total).fill(Number.NaN),
-      lateTick: new Float64Array(input.total).fill(Number.NaN),
-    }
+    const out = unstamped(input.total)
     // The host app's CPU, so that a figure of the worker side can leave it out.
     const cpu0 = process.threadCpuUsage()
     yield* produce(log, { ...input, t0: t0Absolute - performance.timeOrigin }, out)

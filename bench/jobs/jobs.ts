@@ -26,7 +26,7 @@ import { SqlClient } from "effect/sql"
 import type { Benchmark } from "../harness/Benchmark.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
-import type { Report, Target } from "../harness/Report.ts"
+import type { Report, Table, Target } from "../harness/Report.ts"
 import * as Throughput from "../harness/Throughput.ts"
 import * as BothyJobRuntime from "./BothyJobRuntime.ts"
 import * as GraphileJobRuntime from "./GraphileJobRuntime.ts"
@@ -133,199 +133,229 @@ interface LatencyRun {
   readonly cpu: CpuUsage.CpuUsed
 }
 
-const run = Effect.gen(function* () {
+/** What every case of a run shares: the four runtimes on one server, and how to reset between runs. */
+interface Bench {
+  readonly runtimes: Record<Implementation, JobRuntime>
+  readonly postmaster: number | undefined
+  readonly checkpoint: Effect.Effect<unknown, unknown>
+  /** Every runtime's job tables truncated, then a CHECKPOINT. */
+  readonly resetAll: Effect.Effect<unknown, unknown>
+}
+
+const setup = Effect.gen(function* () {
   const server = yield* BenchServer
   const sql = yield* SqlClient.SqlClient
-  const settings = yield* Throughput.settings
-  const postmaster = CpuUsage.postmasterPid(server.dataDir)
-
   const runtimes: Record<Implementation, JobRuntime> = {
     ours: yield* BothyJobRuntime.make(),
     "ours-prefetch": yield* BothyJobRuntime.make(oursPrefetch),
     "graphile-defaults": yield* GraphileJobRuntime.make("defaults"),
     "graphile-best": yield* GraphileJobRuntime.make("best"),
   }
-
   const checkpoint = sql.unsafe("CHECKPOINT")
   const resetAll = Effect.andThen(
     Effect.forEach(implementations, (impl) => runtimes[impl].reset, { discard: true }),
     checkpoint,
   )
+  return { runtimes, postmaster: CpuUsage.postmasterPid(server.dataDir), checkpoint, resetAll } satisfies Bench
+})
 
-  const fail = (implementation: Implementation, name: string, detail: string) =>
-    new RunCheckFailed({ implementation, case: name, detail })
+const fail = (implementation: Implementation, name: string, detail: string) =>
+  new RunCheckFailed({ implementation, case: name, detail })
 
-  /** Waits for every tracked job to have run once; a job that ran twice voids the run. */
-  const awaitRuns = (implementation: Implementation, name: string, runs: Tracker, within: Duration.Input) =>
-    Effect.gen(function* () {
-      yield* Effect.promise(() => runs.all).pipe(
-        Effect.timeoutOrElse({
-          duration: within,
-          orElse: () =>
-            Effect.fail(fail(implementation, name, `only ${runs.stats().distinct} jobs ran within ${within}`)),
-        }),
-      )
-      const { duplicates } = runs.stats()
-      if (duplicates > 0) return yield* fail(implementation, name, `${duplicates} runs of jobs that had already run`)
-    })
-
-  const awaitFinished = (implementation: Implementation, name: string) =>
-    Effect.gen(function* () {
-      while ((yield* runtimes[implementation].unfinished) > 0) yield* Effect.sleep("10 millis")
-    }).pipe(
+/** Waits for every tracked job to have run once; a job that ran twice voids the run. */
+const awaitRuns = (implementation: Implementation, name: string, runs: Tracker, within: Duration.Input) =>
+  Effect.gen(function* () {
+    yield* Effect.promise(() => runs.all).pipe(
       Effect.timeoutOrElse({
-        duration: "60 seconds",
-        orElse: () => Effect.fail(fail(implementation, name, "jobs still unfinished 60 s after the last one ran")),
+        duration: within,
+        orElse: () =>
+          Effect.fail(fail(implementation, name, `only ${runs.stats().distinct} jobs ran within ${within}`)),
       }),
     )
-
-  const enqueueOnce = (implementation: Implementation, repeat: number) =>
-    Effect.gen(function* () {
-      const runtime = runtimes[implementation]
-      yield* resetAll
-      const ids = range(0, bulkJobs)
-      const cpu0 = CpuUsage.sample(postmaster)
-      yield* runtime.enqueueMany(ids)
-      const cpu1 = CpuUsage.sample(postmaster)
-      const queued = yield* runtime.unfinished
-      if (queued !== bulkJobs) return yield* fail(implementation, "enqueue", `${queued} jobs queued, not ${bulkJobs}`)
-      const seconds = (cpu1.at - cpu0.at) / 1000
-      return {
-        repeat,
-        jobsPerSecond: bulkJobs / seconds,
-        seconds,
-        cpu: CpuUsage.since(cpu0, cpu1),
-      } satisfies EnqueueRun
-    })
-
-  const processOnce = (implementation: Implementation, repeat: number) =>
-    Effect.gen(function* () {
-      const runtime = runtimes[implementation]
-      yield* resetAll
-      yield* runtime.enqueueMany(range(0, processJobs))
-      yield* runtime.analyze
-      yield* checkpoint
-      const runs = trackRuns(processJobs)
-      const cpu0 = CpuUsage.sample(postmaster)
-      const cpu1 = yield* Effect.scoped(
-        Effect.gen(function* () {
-          yield* runtime.start(concurrency, runs.onRun)
-          yield* awaitRuns(implementation, "process", runs, "120 seconds")
-          yield* awaitFinished(implementation, "process")
-          return CpuUsage.sample(postmaster)
-        }),
-      )
-      const { firstAt, lastAt } = runs.stats()
-      const seconds = (cpu1.at - cpu0.at) / 1000
-      return {
-        repeat,
-        jobsPerSecond: processJobs / seconds,
-        seconds,
-        firstStartMs: round3(firstAt - cpu0.at),
-        allStartedSeconds: round3((lastAt - cpu0.at) / 1000),
-        cpu: CpuUsage.since(cpu0, cpu1),
-      } satisfies ProcessRun
-    })
-
-  const latencyOnce = (implementation: Implementation, repeat: number) =>
-    Effect.gen(function* () {
-      const runtime = runtimes[implementation]
-      yield* resetAll
-      const measured = trackRuns(latencyJobs)
-      const warm = trackRuns(warmupJobs)
-      const submittedAt = new Float64Array(latencyJobs)
-      return yield* Effect.scoped(
-        Effect.gen(function* () {
-          yield* runtime.start(concurrency, (i) => (i < latencyJobs ? measured.onRun(i) : warm.onRun(i - latencyJobs)))
-          // Warm-up: the worker is listening, its connections are open and its statements prepared.
-          for (const i of range(latencyJobs, warmupJobs)) yield* runtime.enqueueOne(i)
-          yield* awaitRuns(implementation, "latency warm-up", warm, "30 seconds")
-          yield* Effect.sleep("1 second")
-
-          const cpu0 = CpuUsage.sample(postmaster)
-          const paced = yield* Latency.openLoop(
-            latencyJobs,
-            latencyRate,
-            (k) => {
-              submittedAt[k] = performance.now()
-            },
-            runtime.enqueueOne,
-          )
-          yield* awaitRuns(implementation, "latency", measured, "60 seconds")
-          const cpu1 = CpuUsage.sample(postmaster)
-          const latencies = Array.from(submittedAt, (at, k) => measured.startedAt[k]! - at)
-          return {
-            repeat,
-            insertToStartMs: Latency.percentiles(latencies),
-            insertReturnedMs: paced.returnedMs,
-            pacerLagMs: paced.lagMs,
-            cpu: CpuUsage.since(cpu0, cpu1),
-          } satisfies LatencyRun
-        }),
-      )
-    })
-
-  /** Runs `once` for every implementation `settings.repeats` times, in a rotating order. */
-  const repeated = <A>(
-    label: string,
-    once: (impl: Implementation, repeat: number) => Effect.Effect<A, unknown>,
-    show: (a: A) => string,
-  ) =>
-    Effect.gen(function* () {
-      const runs = mapImplementations((): Array<A> => [])
-      for (let repeat = 0; repeat < settings.repeats; repeat++) {
-        for (let i = 0; i < implementations.length; i++) {
-          const implementation = implementations[(i + repeat) % implementations.length]!
-          const r = yield* once(implementation, repeat + 1)
-          runs[implementation].push(r)
-          yield* Console.log(`${label}, ${implementation} #${repeat + 1}: ${show(r)}`)
-        }
-      }
-      return runs
-    })
-
-  const cpuText = (cpu: CpuUsage.CpuUsed) =>
-    `client ${cpu.clientCores} cores, server ${cpu.serverCores} cores, machine ${Math.round(cpu.machineBusy * 100)}% busy`
-
-  const enqueue = yield* repeated(
-    `(a) enqueue ${bulkJobs}`,
-    enqueueOnce,
-    (r) => `${round(r.jobsPerSecond)} jobs/s (${round3(r.seconds)} s; ${cpuText(r.cpu)})`,
-  )
-  const processing = yield* repeated(
-    `(b) process ${processJobs} at concurrency ${concurrency}`,
-    processOnce,
-    (r) =>
-      `${round(r.jobsPerSecond)} jobs/s (${round3(r.seconds)} s, first start ${round(r.firstStartMs)} ms; ${cpuText(r.cpu)})`,
-  )
-  const latency = yield* repeated(
-    `(c) ${latencyRate} jobs/s for ${latencySeconds} s`,
-    latencyOnce,
-    (r) =>
-      `insert-to-start p50 ${r.insertToStartMs.p50} ms, p95 ${r.insertToStartMs.p95} ms, p99 ${r.insertToStartMs.p99} ms (insert returned p50 ${r.insertReturnedMs.p50} ms; ${cpuText(r.cpu)})`,
-  )
-
-  const medianOf = <A>(runs: Record<Implementation, ReadonlyArray<A>>, f: (a: A) => number) =>
-    mapImplementations((impl) => Throughput.median(runs[impl].map(f)))
-
-  const enqueueRate = medianOf(enqueue, (r) => r.jobsPerSecond)
-  const processRate = medianOf(processing, (r) => r.jobsPerSecond)
-  const p50 = medianOf(latency, (r) => r.insertToStartMs.p50)
-  const p95 = medianOf(latency, (r) => r.insertToStartMs.p95)
-  const p99 = medianOf(latency, (r) => r.insertToStartMs.p99)
-  const processCpu = {
-    client: medianOf(processing, (r) => r.cpu.clientCores),
-    server: medianOf(processing, (r) => r.cpu.serverCores),
-  }
-
-  const ratios = (m: Record<Implementation, number>) => ({
-    oursOverGraphileDefaults: round3(m.ours / m["graphile-defaults"]),
-    oursOverGraphileBest: round3(m.ours / m["graphile-best"]),
-    oursPrefetchOverGraphileBest: round3(m["ours-prefetch"] / m["graphile-best"]),
+    const { duplicates } = runs.stats()
+    if (duplicates > 0) return yield* fail(implementation, name, `${duplicates} runs of jobs that had already run`)
   })
 
+const awaitFinished = (bench: Bench, implementation: Implementation, name: string) =>
+  Effect.gen(function* () {
+    while ((yield* bench.runtimes[implementation].unfinished) > 0) yield* Effect.sleep("10 millis")
+  }).pipe(
+    Effect.timeoutOrElse({
+      duration: "60 seconds",
+      orElse: () => Effect.fail(fail(implementation, name, "jobs still unfinished 60 s after the last one ran")),
+    }),
+  )
+
+/** (a): one bulk enqueue of `bulkJobs`, timed from the call to its return. */
+const enqueueOnce = (bench: Bench) => (implementation: Implementation, repeat: number) =>
+  Effect.gen(function* () {
+    const runtime = bench.runtimes[implementation]
+    yield* bench.resetAll
+    const ids = range(0, bulkJobs)
+    const cpu0 = CpuUsage.sample(bench.postmaster)
+    yield* runtime.enqueueMany(ids)
+    const cpu1 = CpuUsage.sample(bench.postmaster)
+    const queued = yield* runtime.unfinished
+    if (queued !== bulkJobs) return yield* fail(implementation, "enqueue", `${queued} jobs queued, not ${bulkJobs}`)
+    const seconds = (cpu1.at - cpu0.at) / 1000
+    return {
+      repeat,
+      jobsPerSecond: bulkJobs / seconds,
+      seconds,
+      cpu: CpuUsage.since(cpu0, cpu1),
+    } satisfies EnqueueRun
+  })
+
+/** (b): `processJobs` pre-inserted jobs, from the worker's start until every one is recorded finished. */
+const processOnce = (bench: Bench) => (implementation: Implementation, repeat: number) =>
+  Effect.gen(function* () {
+    const runtime = bench.runtimes[implementation]
+    yield* bench.resetAll
+    yield* runtime.enqueueMany(range(0, processJobs))
+    yield* runtime.analyze
+    yield* bench.checkpoint
+    const runs = trackRuns(processJobs)
+    const cpu0 = CpuUsage.sample(bench.postmaster)
+    const cpu1 = yield* Effect.scoped(
+      Effect.gen(function* () {
+        yield* runtime.start(concurrency, runs.onRun)
+        yield* awaitRuns(implementation, "process", runs, "120 seconds")
+        yield* awaitFinished(bench, implementation, "process")
+        return CpuUsage.sample(bench.postmaster)
+      }),
+    )
+    const { firstAt, lastAt } = runs.stats()
+    const seconds = (cpu1.at - cpu0.at) / 1000
+    return {
+      repeat,
+      jobsPerSecond: processJobs / seconds,
+      seconds,
+      firstStartMs: round3(firstAt - cpu0.at),
+      allStartedSeconds: round3((lastAt - cpu0.at) / 1000),
+      cpu: CpuUsage.since(cpu0, cpu1),
+    } satisfies ProcessRun
+  })
+
+/** (c): paced single inserts against a running, warmed-up worker; insert-to-start per job. */
+const latencyOnce = (bench: Bench) => (implementation: Implementation, repeat: number) =>
+  Effect.gen(function* () {
+    const runtime = bench.runtimes[implementation]
+    yield* bench.resetAll
+    const measured = trackRuns(latencyJobs)
+    const warm = trackRuns(warmupJobs)
+    const submittedAt = new Float64Array(latencyJobs)
+    return yield* Effect.scoped(
+      Effect.gen(function* () {
+        yield* runtime.start(concurrency, (i) => (i < latencyJobs ? measured.onRun(i) : warm.onRun(i - latencyJobs)))
+        // Warm-up: the worker is listening, its connections are open and its statements prepared.
+        for (const i of range(latencyJobs, warmupJobs)) yield* runtime.enqueueOne(i)
+        yield* awaitRuns(implementation, "latency warm-up", warm, "30 seconds")
+        yield* Effect.sleep("1 second")
+
+        const cpu0 = CpuUsage.sample(bench.postmaster)
+        const paced = yield* Latency.openLoop(
+          latencyJobs,
+          latencyRate,
+          (k) => {
+            submittedAt[k] = performance.now()
+          },
+          runtime.enqueueOne,
+        )
+        yield* awaitRuns(implementation, "latency", measured, "60 seconds")
+        const cpu1 = CpuUsage.sample(bench.postmaster)
+        const latencies = Array.from(submittedAt, (at, k) => measured.startedAt[k]! - at)
+        return {
+          repeat,
+          insertToStartMs: Latency.percentiles(latencies),
+          insertReturnedMs: paced.returnedMs,
+          pacerLagMs: paced.lagMs,
+          cpu: CpuUsage.since(cpu0, cpu1),
+        } satisfies LatencyRun
+      }),
+    )
+  })
+
+/** Runs `once` for every implementation `repeats` times, in a rotating order. */
+const repeated = <A>(
+  repeats: number,
+  label: string,
+  once: (impl: Implementation, repeat: number) => Effect.Effect<A, unknown>,
+  show: (a: A) => string,
+) =>
+  Effect.gen(function* () {
+    const runs = mapImplementations((): Array<A> => [])
+    for (let repeat = 0; repeat < repeats; repeat++) {
+      for (let i = 0; i < implementations.length; i++) {
+        const implementation = implementations[(i + repeat) % implementations.length]!
+        const r = yield* once(implementation, repeat + 1)
+        runs[implementation].push(r)
+        yield* Console.log(`${label}, ${implementation} #${repeat + 1}: ${show(r)}`)
+      }
+    }
+    return runs
+  })
+
+const cpuText = (cpu: CpuUsage.CpuUsed) =>
+  `client ${cpu.clientCores} cores, server ${cpu.serverCores} cores, machine ${Math.round(cpu.machineBusy * 100)}% busy`
+
+/** Every run of the three cases, by implementation. */
+interface Runs {
+  readonly enqueue: Record<Implementation, ReadonlyArray<EnqueueRun>>
+  readonly processing: Record<Implementation, ReadonlyArray<ProcessRun>>
+  readonly latency: Record<Implementation, ReadonlyArray<LatencyRun>>
+}
+
+const runCases = (bench: Bench, repeats: number) =>
+  Effect.gen(function* () {
+    const enqueue = yield* repeated(
+      repeats,
+      `(a) enqueue ${bulkJobs}`,
+      enqueueOnce(bench),
+      (r) => `${round(r.jobsPerSecond)} jobs/s (${round3(r.seconds)} s; ${cpuText(r.cpu)})`,
+    )
+    const processing = yield* repeated(
+      repeats,
+      `(b) process ${processJobs} at concurrency ${concurrency}`,
+      processOnce(bench),
+      (r) =>
+        `${round(r.jobsPerSecond)} jobs/s (${round3(r.seconds)} s, first start ${round(r.firstStartMs)} ms; ${cpuText(r.cpu)})`,
+    )
+    const latency = yield* repeated(
+      repeats,
+      `(c) ${latencyRate} jobs/s for ${latencySeconds} s`,
+      latencyOnce(bench),
+      (r) =>
+        `insert-to-start p50 ${r.insertToStartMs.p50} ms, p95 ${r.insertToStartMs.p95} ms, p99 ${r.insertToStartMs.p99} ms (insert returned p50 ${r.insertReturnedMs.p50} ms; ${cpuText(r.cpu)})`,
+    )
+    return { enqueue, processing, latency } satisfies Runs
+  })
+
+const medianOf = <A>(runs: Record<Implementation, ReadonlyArray<A>>, f: (a: A) => number) =>
+  mapImplementations((impl) => Throughput.median(runs[impl].map(f)))
+
+/** The medians the targets, the table and the results read. */
+const medians = (runs: Runs) => ({
+  enqueueRate: medianOf(runs.enqueue, (r) => r.jobsPerSecond),
+  processRate: medianOf(runs.processing, (r) => r.jobsPerSecond),
+  p50: medianOf(runs.latency, (r) => r.insertToStartMs.p50),
+  p95: medianOf(runs.latency, (r) => r.insertToStartMs.p95),
+  p99: medianOf(runs.latency, (r) => r.insertToStartMs.p99),
+  processCpu: {
+    client: medianOf(runs.processing, (r) => r.cpu.clientCores),
+    server: medianOf(runs.processing, (r) => r.cpu.serverCores),
+  },
+})
+type Medians = ReturnType<typeof medians>
+
+const ratios = (m: Record<Implementation, number>) => ({
+  oursOverGraphileDefaults: round3(m.ours / m["graphile-defaults"]),
+  oursOverGraphileBest: round3(m.ours / m["graphile-best"]),
+  oursPrefetchOverGraphileBest: round3(m["ours-prefetch"] / m["graphile-best"]),
+})
+
+const targets = ({ processRate, p95 }: Medians): ReadonlyArray<Target> => {
   const processTarget = processRate["ours-prefetch"] / processRate["graphile-best"]
-  const targets: ReadonlyArray<Target> = [
+  return [
     {
       name: `(b) ours at its best (prefetch ${oursPrefetch}) >= 1.0x graphile-worker at its best (local queue 500, batched completion), jobs/s processing 22,000 no-op jobs at concurrency 10`,
       value: round3(processTarget),
@@ -339,14 +369,16 @@ const run = Effect.gen(function* () {
       met: p95.ours <= p95["graphile-defaults"],
     },
   ]
+}
 
+const table = (m: Medians): Table => {
   const times = (n: number) => `${n.toFixed(2)}x`
-  const row = (label: string, metric: string, m: Record<Implementation, number>, format: (n: number) => string) => {
-    const r = ratios(m)
+  const row = (label: string, metric: string, of: Record<Implementation, number>, format: (n: number) => string) => {
+    const r = ratios(of)
     return [
       label,
       metric,
-      ...implementations.map((impl) => format(m[impl])),
+      ...implementations.map((impl) => format(of[impl])),
       times(r.oursOverGraphileDefaults),
       times(r.oursOverGraphileBest),
       times(r.oursPrefetchOverGraphileBest),
@@ -354,90 +386,101 @@ const run = Effect.gen(function* () {
   }
   const integer = (n: number) => String(round(n))
   const ms = (n: number) => n.toFixed(2)
-
   return {
-    conditions: {
-      repeats: settings.repeats,
-      concurrency,
-      jobs: {
-        enqueue: bulkJobs,
-        process: processJobs,
-        latency: { perSecond: latencyRate, seconds: latencySeconds, jobs: latencyJobs, warmupJobs },
-      },
-      job: "a no-op: the run function records performance.now() for its arg i and returns",
-      enqueue:
-        "all 10,000 in one call: ours one Jobs.insert (one INSERT … SELECT FROM unnest of one typed array per column, one pg_notify per queue); graphile one addJobs (one graphile_worker.add_jobs call)",
-      process:
-        "timed from the worker's start (its layer build / run(), its pool opened lazily inside the window) until the job table holds no unfinished job, polled every 10 ms after the 22,000th run started; the worker is stopped afterwards, untimed. One worker: one JobWorker layer / one graphile-worker run(), in the bench process",
-      latency:
-        "a running worker, warmed up by 10 jobs and 1 s idle; one insert per job (its own transaction) started open-loop every 5 ms on a separate pool of 4; insert-to-start = run function entered minus insert called (performance.now())",
-      betweenRuns:
-        "TRUNCATE every runtime's job table (ours: jobs and job_workers; graphile: _private_jobs and _private_job_queues); CHECKPOINT; before (b) also VACUUM ANALYZE of the pre-inserted table and another CHECKPOINT",
-      order: "each repeat runs the four in a rotating order; cases run (a), then (b), then (c)",
-      sameCode:
-        "in (a) the worker settings play no part: ours and ours-prefetch insert through the same Jobs.insert, graphile-defaults and graphile-best through the same addJobs",
-      versions: {
-        "graphile-worker": packageVersion("graphile-worker"),
-        pg: packageVersion("pg"),
-        "@effect/sql-pg": packageVersion("@effect/sql-pg"),
-        effect: packageVersion("effect"),
-      },
-      graphilePresets: GraphileJobRuntime.presets,
-      cpu: "clientCores: this Node process (which hosts the worker and the inserts); serverCores: the PostgreSQL server's processes; machineBusy: all cores, other tenants included",
-      figures:
-        "medians over the repeats (of jobs/s; of each run's p50/p95/p99); every run is in results.*.runs; ratios are ours ÷ theirs (for latency lower is better); oursPrefetchOverGraphileBest compares the two at their best settings",
-    },
-    results: {
-      enqueue: {
-        jobsPerSecond: mapImplementations((impl) => round(enqueueRate[impl])),
-        ratio: ratios(enqueueRate),
-        runs: mapImplementations((impl) =>
-          enqueue[impl].map((r) => ({ ...r, jobsPerSecond: round(r.jobsPerSecond), seconds: round3(r.seconds) })),
-        ),
-      },
-      process: {
-        jobsPerSecond: mapImplementations((impl) => round(processRate[impl])),
-        ratio: ratios(processRate),
-        clientCores: processCpu.client,
-        serverCores: processCpu.server,
-        runs: mapImplementations((impl) =>
-          processing[impl].map((r) => ({ ...r, jobsPerSecond: round(r.jobsPerSecond), seconds: round3(r.seconds) })),
-        ),
-      },
-      latency: {
-        insertToStartMs: mapImplementations((impl) => ({
-          p50: round3(p50[impl]),
-          p95: round3(p95[impl]),
-          p99: round3(p99[impl]),
-        })),
-        ratio: { p50: ratios(p50), p95: ratios(p95), p99: ratios(p99) },
-        runs: latency,
-      },
-    },
-    baseline: mapImplementations((impl) => runtimes[impl].description),
-    targets,
-    table: {
-      columns: [
-        "case",
-        "metric",
-        "ours",
-        `ours prefetch ${oursPrefetch}`,
-        "graphile defaults",
-        "graphile best",
-        "ours/g-defaults",
-        "ours/g-best",
-        "prefetch/g-best",
-      ],
-      rows: [
-        row(`(a) enqueue ${bulkJobs}, one call`, "jobs/s", enqueueRate, integer),
-        row(`(b) process ${processJobs}, c=${concurrency}`, "jobs/s", processRate, integer),
-        row("", "client cores", processCpu.client, ms),
-        row("", "server cores", processCpu.server, ms),
-        row(`(c) ${latencyRate} jobs/s for ${latencySeconds} s`, "p50 ms (lower is better)", p50, ms),
-        row("", "p95 ms", p95, ms),
-        row("", "p99 ms", p99, ms),
-      ],
-    },
+    columns: [
+      "case",
+      "metric",
+      "ours",
+      `ours prefetch ${oursPrefetch}`,
+      "graphile defaults",
+      "graphile best",
+      "ours/g-defaults",
+      "ours/g-best",
+      "prefetch/g-best",
+    ],
+    rows: [
+      row(`(a) enqueue ${bulkJobs}, one call`, "jobs/s", m.enqueueRate, integer),
+      row(`(b) process ${processJobs}, c=${concurrency}`, "jobs/s", m.processRate, integer),
+      row("", "client cores", m.processCpu.client, ms),
+      row("", "server cores", m.processCpu.server, ms),
+      row(`(c) ${latencyRate} jobs/s for ${latencySeconds} s`, "p50 ms (lower is better)", m.p50, ms),
+      row("", "p95 ms", m.p95, ms),
+      row("", "p99 ms", m.p99, ms),
+    ],
+  }
+}
+
+const conditions = (repeats: number) => ({
+  repeats,
+  concurrency,
+  jobs: {
+    enqueue: bulkJobs,
+    process: processJobs,
+    latency: { perSecond: latencyRate, seconds: latencySeconds, jobs: latencyJobs, warmupJobs },
+  },
+  job: "a no-op: the run function records performance.now() for its arg i and returns",
+  enqueue:
+    "all 10,000 in one call: ours one Jobs.insert (one INSERT … SELECT FROM unnest of one typed array per column, one pg_notify per queue); graphile one addJobs (one graphile_worker.add_jobs call)",
+  process:
+    "timed from the worker's start (its layer build / run(), its pool opened lazily inside the window) until the job table holds no unfinished job, polled every 10 ms after the 22,000th run started; the worker is stopped afterwards, untimed. One worker: one JobWorker layer / one graphile-worker run(), in the bench process",
+  latency:
+    "a running worker, warmed up by 10 jobs and 1 s idle; one insert per job (its own transaction) started open-loop every 5 ms on a separate pool of 4; insert-to-start = run function entered minus insert called (performance.now())",
+  betweenRuns:
+    "TRUNCATE every runtime's job table (ours: jobs and job_workers; graphile: _private_jobs and _private_job_queues); CHECKPOINT; before (b) also VACUUM ANALYZE of the pre-inserted table and another CHECKPOINT",
+  order: "each repeat runs the four in a rotating order; cases run (a), then (b), then (c)",
+  sameCode:
+    "in (a) the worker settings play no part: ours and ours-prefetch insert through the same Jobs.insert, graphile-defaults and graphile-best through the same addJobs",
+  versions: {
+    "graphile-worker": packageVersion("graphile-worker"),
+    pg: packageVersion("pg"),
+    "@effect/sql-pg": packageVersion("@effect/sql-pg"),
+    effect: packageVersion("effect"),
+  },
+  graphilePresets: GraphileJobRuntime.presets,
+  cpu: "clientCores: this Node process (which hosts the worker and the inserts); serverCores: the PostgreSQL server's processes; machineBusy: all cores, other tenants included",
+  figures:
+    "medians over the repeats (of jobs/s; of each run's p50/p95/p99); every run is in results.*.runs; ratios are ours ÷ theirs (for latency lower is better); oursPrefetchOverGraphileBest compares the two at their best settings",
+})
+
+const results = (runs: Runs, m: Medians) => ({
+  enqueue: {
+    jobsPerSecond: mapImplementations((impl) => round(m.enqueueRate[impl])),
+    ratio: ratios(m.enqueueRate),
+    runs: mapImplementations((impl) =>
+      runs.enqueue[impl].map((r) => ({ ...r, jobsPerSecond: round(r.jobsPerSecond), seconds: round3(r.seconds) })),
+    ),
+  },
+  process: {
+    jobsPerSecond: mapImplementations((impl) => round(m.processRate[impl])),
+    ratio: ratios(m.processRate),
+    clientCores: m.processCpu.client,
+    serverCores: m.processCpu.server,
+    runs: mapImplementations((impl) =>
+      runs.processing[impl].map((r) => ({ ...r, jobsPerSecond: round(r.jobsPerSecond), seconds: round3(r.seconds) })),
+    ),
+  },
+  latency: {
+    insertToStartMs: mapImplementations((impl) => ({
+      p50: round3(m.p50[impl]),
+      p95: round3(m.p95[impl]),
+      p99: round3(m.p99[impl]),
+    })),
+    ratio: { p50: ratios(m.p50), p95: ratios(m.p95), p99: ratios(m.p99) },
+    runs: runs.latency,
+  },
+})
+
+const run = Effect.gen(function* () {
+  const settings = yield* Throughput.settings
+  const bench = yield* setup
+  const runs = yield* runCases(bench, settings.repeats)
+  const m = medians(runs)
+  return {
+    conditions: conditions(settings.repeats),
+    results: results(runs, m),
+    baseline: mapImplementations((impl) => bench.runtimes[impl].description),
+    targets: targets(m),
+    table: table(m),
   } satisfies Report
 })
 

@@ -4,13 +4,15 @@
  * each push costs, with the VAPID token reused per push-service origin (as `bothy worker` sends) or
  * signed for every request (`signEach`, the baseline), in the same run.
  *
- *   append (this process) ──commit──> round: N jobs in one statement ──> JobWorker (queue push,
- *   `concurrency` at once): read, permission, encrypt, VAPID, POST ──> push service thread
+ *   append (this process) ──commit──> round: N / push.batch_size `push.batch` jobs in one statement
+ *   ──> JobWorker (queue push, `concurrency` jobs at once): per job read, permissions, then per
+ *   registration encrypt, VAPID, POST (at most push.max_in_flight requests in flight) ──> push service thread
  *   CPU: from just before the append until every job is final; this process minus the push
  *   service's thread (the sender: consumer, job worker, completer), and the server's processes
  *
  * Checked after every run: each of the N registrations got exactly one message for the event, and
- * it decrypted; a run that fails the check has no figure.
+ * it decrypted; a run that fails the check has no figure. Pushes are counted from what the push
+ * service received, not from the jobs: a batch job's args list only the registrations it has left.
  */
 import { Effect } from "effect"
 import { EventLog } from "../../src/log/EventLog.ts"
@@ -39,6 +41,29 @@ export interface PushBurstConfig {
 }
 
 export const space = "burst"
+
+/** By registration, the first arrival of the event's message at the push service; the rest are duplicates or strays. */
+const tallyArrivals = (
+  service: BenchPushService,
+  from: number,
+  members: ReadonlyArray<PushSample.Registered>,
+  seq: number,
+) => {
+  const n = members.length
+  const slotOf = new Map(members.map((m, k) => [m.subscription, k]))
+  const arrivedAt = new Float64Array(n).fill(Number.NaN)
+  let duplicates = 0
+  let unexpected = 0
+  const { arrivals } = service
+  for (let k = from; k < arrivals.at.length; k++) {
+    const slot = slotOf.get(arrivals.subscription[k]!)
+    if (slot === undefined || arrivals.seq[k] !== seq) unexpected++
+    else if (!Number.isNaN(arrivedAt[slot]!)) duplicates++
+    else arrivedAt[slot] = arrivals.at[k]!
+  }
+  const missing = arrivedAt.reduce((m, a) => m + (Number.isNaN(a) ? 1 : 0), 0)
+  return { arrivedAt, duplicates, unexpected, missing }
+}
 
 export const measure = (
   config: PushBurstConfig,
@@ -100,20 +125,10 @@ export const measure = (
     yield* Effect.sleep("100 millis") // duplicates already on their way
 
     // ---- exactly once, by registration ----
-    const slotOf = new Map(members.map((m, k) => [m.subscription, k]))
-    const arrivedAt = new Float64Array(n).fill(Number.NaN)
-    let duplicates = 0
-    let unexpected = 0
-    const { arrivals } = service
-    for (let k = received0; k < arrivals.at.length; k++) {
-      const slot = slotOf.get(arrivals.subscription[k]!)
-      if (slot === undefined || arrivals.seq[k] !== seq) unexpected++
-      else if (!Number.isNaN(arrivedAt[slot]!)) duplicates++
-      else arrivedAt[slot] = arrivals.at[k]!
-    }
-    const missing = arrivedAt.reduce((m, a) => m + (Number.isNaN(a) ? 1 : 0), 0)
+    const { arrivedAt, duplicates, unexpected, missing } = tallyArrivals(service, received0, members, seq)
     const rejections = service.rejections.slice(rejected0)
     const jobs = yield* PushSample.jobsOfRun
+    const pushes = n - missing
     const passed = missing === 0 && duplicates === 0 && unexpected === 0 && rejections.length === 0 && pending === 0
     const check = {
       passed,
@@ -127,6 +142,9 @@ export const measure = (
       firstRejections: rejections.slice(0, 5),
       pendingJobsAtEnd: pending,
       jobsByState: jobs.states,
+      /** Batch jobs that recorded an error (a retry, or dead registrations named in the reason). */
+      jobsWithErrors: jobs.withErrors,
+      firstJobErrors: jobs.firstErrors,
     }
 
     // ---- figures ----
@@ -139,31 +157,34 @@ export const measure = (
     const processMs = (cpu1.client.user - cpu0.client.user + cpu1.client.system - cpu0.client.system) / 1000 // all threads
     const senderMs = processMs - serviceMs
     const serverMs = used.serverCores * seconds * 1000
-    const runs = [...trace.runs.values()]
-    const span = (pick: (r: PushTrace.JobRun) => number) => {
-      const d = distribution(runs.map(pick))
-      return { ...d, totalMsPerPush: round3((d.mean * d.count) / n) }
+    const runs = [...trace.runs.values()].flat()
+    /** Every span of one kind across all attempts, and their sum per push received. */
+    const perMessage = (pick: (r: PushTrace.JobRun) => ReadonlyArray<{ start: number; end: number }>) => {
+      const d = distribution(runs.flatMap(pick).map((i) => i.end - i.start))
+      return { ...d, totalMsPerPush: round3((d.mean * d.count) / pushes) }
     }
 
     return {
       check,
       signEach: config.signEach,
-      pushes: n,
+      /** Messages the push service received (distinct registrations), not jobs. */
+      pushes,
       // A run that failed the check has no figure.
-      pushesPerSecond: passed ? round3((n / (last - committedAt)) * 1000) : undefined,
+      pushesPerSecond: passed ? round3((pushes / (last - committedAt)) * 1000) : undefined,
       commitToJobsClaimableMs: round === undefined ? Number.NaN : round3(round.end - committedAt),
       /** The same, to the round's NOTIFY reaching a listener on the push service's thread (the database's commit). */
       commitToJobsNotifiedMs: round3((service.notified[notified0] ?? Number.NaN) - committedAt),
       commitToFirstMs: round3(first - committedAt),
       commitToLastMs: round3(last - committedAt),
       lastArrivalToJobsFinalMs: round3(cpu1.at - allArrived),
+      /** `jobs`: the `push.batch` jobs the round made (one per push.batch_size registrations), not pushes. */
       round: round === undefined ? undefined : { durationMs: round3(round.end - round.start), jobs: round.jobs },
       cpu: {
         note: "from just before the append until every job was final; sender = this process (all its threads) minus the push service's thread",
         seconds: round3(seconds),
-        senderMsPerPush: passed ? round3(senderMs / n) : undefined,
-        serverMsPerPush: round3(serverMs / n),
-        pushServiceMsPerPush: round3(serviceMs / n),
+        senderMsPerPush: passed ? round3(senderMs / pushes) : undefined,
+        serverMsPerPush: round3(serverMs / pushes),
+        pushServiceMsPerPush: round3(serviceMs / pushes),
         senderCores: round3(senderMs / 1000 / seconds),
         serverCores: used.serverCores,
         machineBusy: used.machineBusy,
@@ -172,10 +193,11 @@ export const measure = (
       /** The worker side's event loop (this process's main thread), append to every job final. */
       eventLoopDelayMs,
       spansMs: {
-        note: "wall time of each push.deliver run's spans (PushTrace); build = PushRequest.build (encryption and headers; the VAPID token is taken just before it), send = OutboundSender.send (request and answer); totalMsPerPush = their sum over all runs / pushes",
-        jobRun: span((r) => r.end - r.start),
-        build: span((r) => (r.build === undefined ? Number.NaN : r.build.end - r.build.start)),
-        send: span((r) => (r.send === undefined ? Number.NaN : r.send.end - r.send.start)),
+        note: "wall time of the spans of every push.batch attempt (PushTrace); batchRun = one attempt of a batch job (its messages sent concurrently), sendsPerRun = the sends in it; build = PushRequest.build or PushEncryption.build of one message (encryption and headers; the VAPID token is taken just before it), send = OutboundSender.send of one message (request and answer); totalMsPerPush = their sum over all attempts / pushes received",
+        batchRun: distribution(runs.map((r) => r.end - r.start)),
+        sendsPerRun: distribution(runs.map((r) => r.sends.length)),
+        build: perMessage((r) => r.builds),
+        send: perMessage((r) => r.sends),
       },
     }
   }).pipe(Effect.scoped)

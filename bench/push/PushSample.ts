@@ -39,6 +39,7 @@ export const settings = (): PushSettings => {
     ttl: defaults.ttl,
     registrationMaxAge: defaults.registrationMaxAge,
     maxInFlight: defaults.maxInFlight,
+    batchSize: defaults.batchSize,
   }
 }
 
@@ -156,13 +157,34 @@ export const pendingJobs = Effect.gen(function* () {
   return row!.n
 })
 
-/** What became of the `push.deliver` jobs of a run: by state, and each job's registration and seq by id. */
+/** A `push.batch` job as it ended: its event (the args keep the seq; the registrations left are rewritten as it runs) and its errors. */
+export interface JobRow {
+  readonly id: string
+  readonly seq: string
+  readonly state: string
+  readonly attempt: number
+  readonly errors: number
+  readonly lastError: string | null
+}
+
+/**
+ * What became of the `push.batch` jobs of a run: by state, each job's event by id, and the jobs
+ * that recorded an error (a retry, a dead registration named in the reason). Which registration a
+ * job carried is not read here: its args list only what is left, so the receipts say who got what.
+ */
 export const jobsOfRun = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const rows = yield* sql<{ id: string; registration: string; seq: string; state: string }>`
-    SELECT id::text AS id, args ->> 'registration' AS registration, args ->> 'seq' AS seq, state::text AS state
+  const rows = yield* sql<JobRow>`
+    SELECT id::text AS id, args ->> 'seq' AS seq, state::text AS state, attempt::int AS attempt,
+           jsonb_array_length(errors)::int AS errors, errors -> -1 ->> 'message' AS "lastError"
     FROM jobs WHERE kind = ${PushFanOut.deliverKind}`
   const states: Record<string, number> = {}
   for (const r of rows) states[r.state] = (states[r.state] ?? 0) + 1
-  return { rows, states }
+  const failed = rows.filter((r) => r.errors > 0)
+  return {
+    rows,
+    states,
+    withErrors: failed.length,
+    firstErrors: failed.slice(0, 5).map((r) => ({ id: r.id, seq: r.seq, state: r.state, lastError: r.lastError })),
+  }
 })

@@ -4,14 +4,19 @@
  * stamps, with `performance.now()`:
  *
  *   Consumer.round           start, end (its statement committed: the jobs are claimable) and the seqs it processed
- *   Job.run                  start (claimed and started) and end, by job id, for `push.deliver`
- *   PushEncryption.build     inside its Job.run: encryption (aes128gcm) and the headers, on an
- *                            encryption thread (the wait for it included); PushRequest.build
- *                            when it runs on the event loop (push.encryption_threads 0)
- *   OutboundSender.send      inside its Job.run: the request to the push service and its answer
+ *   Job.run                  start (claimed and started) and end of every attempt, by job id, for
+ *                            `push.batch` (one event to a batch of registrations)
+ *   PushEncryption.build     inside its Job.run, one per message of the batch: encryption
+ *                            (aes128gcm) and the headers, on an encryption thread (the wait for it
+ *                            included); PushRequest.build when it runs on the event loop
+ *                            (push.encryption_threads 0)
+ *   OutboundSender.send      inside its Job.run, one per message: the request and its answer
  *
- * So a message's path splits into: commit -> round end -> its job starts -> built -> sent ->
- * arrived at the push service -> answer back (its outcome is recorded later, with others).
+ * A batch's messages are built and sent concurrently and no span names their registration, so a
+ * send is not tied to a message: the trace times each batch job (its start, its run) and each send
+ * and build of it, and the push service's receipts say which registration got what, and when. So a
+ * message's path splits into: commit -> round end -> its batch job starts -> arrived at the push
+ * service (while the job runs) -> the job ends (answers back, progress recorded).
  *
  * The cost is a clock read and a map write per span, against deliveries of milliseconds.
  */
@@ -26,19 +31,19 @@ const builds: ReadonlySet<string> = new Set(["PushEncryption.build", "PushReques
 /** A round that processed events (the webhook trace's, without its webhook-only phases). */
 export type Round = Omit<DeliveryRound, "fanOutMs" | "jobsInsertMs">
 
-/** One run of a `push.deliver` job (a retried job keeps its last run). */
+/** One attempt of a `push.batch` job: its run, and the build and send of each message it sent. */
 export interface JobRun extends Interval {
-  readonly build?: Interval
-  readonly send?: Interval
+  readonly builds: ReadonlyArray<Interval>
+  readonly sends: ReadonlyArray<Interval>
 }
 
-/** Records the `push` rounds and the `push.deliver` runs; give the tracer to the consumer and worker only. */
+/** Records the `push` rounds and the `push.batch` attempts; give the tracer to the consumer and worker only. */
 export const recorder = () => {
   const rounds: Array<Round> = []
   let roundsEnded = 0
-  /** By job id (decimal). */
-  const runs = new Map<string, JobRun>()
-  const parts = new Map<Tracer.AnySpan, { build?: Interval; send?: Interval }>()
+  /** By job id (decimal): every attempt, in the order they ended. */
+  const runs = new Map<string, Array<JobRun>>()
+  const parts = new Map<Tracer.AnySpan, { builds: Array<Interval>; sends: Array<Interval> }>()
 
   class TimedSpan extends Tracer.NativeSpan {
     readonly startedAt = performance.now()
@@ -56,15 +61,19 @@ export const recorder = () => {
       } else if (builds.has(this.name) || this.name === "OutboundSender.send") {
         const run = ancestor(this, "Job.run")
         if (run !== undefined) {
-          const p = parts.get(run) ?? {}
-          p[builds.has(this.name) ? "build" : "send"] = { start: this.startedAt, end: now }
+          const p = parts.get(run) ?? { builds: [], sends: [] }
+          p[builds.has(this.name) ? "builds" : "sends"].push({ start: this.startedAt, end: now })
           parts.set(run, p)
         }
       } else if (this.name === "Job.run" && this.attributes.get("job.kind") === deliverKind) {
         const id = this.attributes.get("job.id")
         const p = parts.get(this)
         parts.delete(this)
-        if (typeof id === "string") runs.set(id, { start: this.startedAt, end: now, ...p })
+        if (typeof id === "string") {
+          const attempts = runs.get(id) ?? []
+          attempts.push({ start: this.startedAt, end: now, builds: p?.builds ?? [], sends: p?.sends ?? [] })
+          runs.set(id, attempts)
+        }
       }
     }
   }

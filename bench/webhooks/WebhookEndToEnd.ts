@@ -112,63 +112,61 @@ const round3 = (n: number) => Math.round(n * 1000) / 1000
 
 // ---- one run ---------------------------------------------------------------------------------
 
-export const measure = (config: EndToEndConfig) =>
-  Effect.gen(function* () {
-    const server = yield* BenchServer
-    const sql = yield* SqlClient.SqlClient
+/** A clean slate: no subscriptions, deliveries or jobs; the consumer caught up with the log. */
+const resetSlate = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  yield* sql`TRUNCATE webhook_subscriptions CASCADE`
+  yield* sql`TRUNCATE jobs`
+  yield* sql`
+    UPDATE event_consumer_cursors SET last_seq = (SELECT value FROM event_seq)
+    WHERE name = ${WebhookFanOut.name}`
+  yield* sql.unsafe("VACUUM event_consumer_cursors, webhook_subscriptions, jobs")
+  yield* sql.unsafe("CHECKPOINT")
+})
 
-    // A clean slate: no subscriptions, deliveries or jobs; the consumer caught up with the log.
-    yield* sql`TRUNCATE webhook_subscriptions CASCADE`
-    yield* sql`TRUNCATE jobs`
-    yield* sql`
-      UPDATE event_consumer_cursors SET last_seq = (SELECT value FROM event_seq)
-      WHERE name = ${WebhookFanOut.name}`
-    yield* sql.unsafe("VACUUM event_consumer_cursors, webhook_subscriptions, jobs")
-    yield* sql.unsafe("CHECKPOINT")
-
-    const interval = 1000 / config.eventsPerSecond
-    const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
-    const total = warm + Math.round(config.seconds * config.eventsPerSecond)
-    const committedAt = new Float64Array(total).fill(Number.NaN)
-    const appendMs = new Float64Array(total).fill(Number.NaN)
-    const lateTick = new Float64Array(total).fill(Number.NaN)
-    const arrivedAt = new Float64Array(total).fill(Number.NaN)
-    let received = 0
-    let duplicates = 0
-    let outOfOrder = 0
-    let unexpected = 0
-    const lastSequence = new Map<string, number>()
-
-    const onRequest = ({ path, body, arrivedAt: at }: WebhookReceiver.Request) => {
-      let envelope: { readonly sequence: number; readonly data: { readonly i: number } }
-      try {
-        envelope = JSON.parse(body)
-      } catch {
-        unexpected++
-        return
-      }
-      const i = envelope.data?.i
-      if (typeof i !== "number" || i < 0 || i >= total) {
-        unexpected++
-        return
-      }
-      if (!Number.isNaN(arrivedAt[i]!)) {
-        duplicates++
-        return
-      }
-      arrivedAt[i] = at
-      received++
-      if ((lastSequence.get(path) ?? 0) >= envelope.sequence) outOfOrder++
-      lastSequence.set(path, envelope.sequence)
+/** What the receiver saw, by event index: first arrivals, and what was a duplicate, out of order or not ours. */
+const tally = (total: number) => {
+  const t = {
+    arrivedAt: new Float64Array(total).fill(Number.NaN),
+    received: 0,
+    duplicates: 0,
+    outOfOrder: 0,
+    unexpected: 0,
+  }
+  const lastSequence = new Map<string, number>()
+  const onRequest = ({ path, body, arrivedAt: at }: WebhookReceiver.Request) => {
+    let envelope: { readonly sequence: number; readonly data: { readonly i: number } }
+    try {
+      envelope = JSON.parse(body)
+    } catch {
+      t.unexpected++
+      return
     }
-    const receiver = yield* WebhookReceiver.start(
-      (request) => {
-        onRequest(request)
-        return { status: 200 }
-      },
-      { keep: false },
-    )
+    const i = envelope.data?.i
+    if (typeof i !== "number" || i < 0 || i >= total) {
+      t.unexpected++
+      return
+    }
+    if (!Number.isNaN(t.arrivedAt[i]!)) {
+      t.duplicates++
+      return
+    }
+    t.arrivedAt[i] = at
+    t.received++
+    if ((lastSequence.get(path) ?? 0) >= envelope.sequence) t.outOfOrder++
+    lastSequence.set(path, envelope.sequence)
+  }
+  return { tally: t, onRequest }
+}
+type Tally = ReturnType<typeof tally>["tally"]
 
+/** The subscriptions, one per space and receiver path, and the history a running installation has. */
+const createSubscriptions = (
+  config: EndToEndConfig,
+  receiver: Effect.Success<ReturnType<typeof WebhookReceiver.start>>,
+) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
     // Subscriptions through the public service, as a host app creates them.
     const webhooks = yield* Layer.build(
       WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.layerWith(config.webhookSettings))),
@@ -187,35 +185,35 @@ export const measure = (config: EndToEndConfig) =>
     // their working size and statistics rather than against the empty tables of a fresh install.
     if (config.historyDeliveries > 0) {
       yield* sql`
-        WITH subs AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k, count(*) OVER () AS n FROM webhook_subscriptions),
-        history AS (
-          SELECT s.id, g.i, (g.i / s.n) + 1 AS sequence
-          FROM generate_series(0, ${config.historyDeliveries - 1}) AS g(i) JOIN subs AS s ON s.k = g.i % s.n
-        ), delivered AS (
-          INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, sequence, state, attempts, last_status, finished_at)
-          SELECT id, -1 - i, 1, sequence, 'delivered', 1, 200, clock_timestamp() FROM history
-          RETURNING id, subscription_id, sequence
-        ), attempts AS (
-          INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status, response_body)
-          SELECT id, 1, clock_timestamp(), 2, 200, 'ok' FROM delivered
-        )
-        UPDATE webhook_subscriptions AS s SET last_sequence = h.last
-        FROM (SELECT subscription_id, max(sequence) AS last FROM delivered GROUP BY subscription_id) AS h
-        WHERE s.id = h.subscription_id`
+      WITH subs AS (SELECT id, row_number() OVER (ORDER BY id) - 1 AS k, count(*) OVER () AS n FROM webhook_subscriptions),
+      history AS (
+        SELECT s.id, g.i, (g.i / s.n) + 1 AS sequence
+        FROM generate_series(0, ${config.historyDeliveries - 1}) AS g(i) JOIN subs AS s ON s.k = g.i % s.n
+      ), delivered AS (
+        INSERT INTO webhook_deliveries (subscription_id, event_seq, epoch, sequence, state, attempts, last_status, finished_at)
+        SELECT id, -1 - i, 1, sequence, 'delivered', 1, 200, clock_timestamp() FROM history
+        RETURNING id, subscription_id, sequence
+      ), attempts AS (
+        INSERT INTO webhook_attempts (delivery_id, number, started_at, duration_ms, status, response_body)
+        SELECT id, 1, clock_timestamp(), 2, 200, 'ok' FROM delivered
+      )
+      UPDATE webhook_subscriptions AS s SET last_sequence = h.last
+      FROM (SELECT subscription_id, max(sequence) AS last FROM delivered GROUP BY subscription_id) AS h
+      WHERE s.id = h.subscription_id`
     }
     yield* sql.unsafe("VACUUM ANALYZE webhook_deliveries, webhook_attempts, webhook_drains, webhook_subscriptions")
     // The set-up's pages are written now, not by a checkpoint during the measured window (a timed one
     // counts from here, and a run is far shorter than checkpoint_timeout).
     yield* sql.unsafe("CHECKPOINT")
-    const checkpoints = sql<{ n: number }>`
-      SELECT (num_timed + num_requested)::int AS n FROM pg_stat_checkpointer`.pipe(
-      Effect.map((rows) => rows[0]?.n ?? 0),
-    )
-    const [row] = yield* sql<{ base: bigint }>`SELECT value AS base FROM event_seq`
-    const base = row!.base
+  })
 
-    // ---- the worker side: one pool, as one `bothy worker` process would have ----
-    const trace = DeliveryTrace.recorder()
+/**
+ * The worker side, one pool as one `bothy worker` process would have, under the trace recorder or
+ * the telemetry arm; returns once the consumer's start-up round has run and LISTEN is up.
+ */
+const startWorkerSide = (config: EndToEndConfig, trace: ReturnType<typeof DeliveryTrace.recorder>) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
     const worker = yield* Layer.build(
       Layer.mergeAll(EventLog.layer, Jobs.layer, PermissionGrants.layer, NotificationStream.layer()).pipe(
         Layer.provideMerge(WebhookConfig.layerWith(config.webhookSettings)),
@@ -277,25 +275,27 @@ export const measure = (config: EndToEndConfig) =>
       )
         yield* Effect.sleep("10 millis")
     }).pipe(Effect.timeout("30 seconds"), Effect.orDie)
+  })
 
-    // ---- sampler: every second from the production start ----
-    const samples: Array<Sample> = []
-    const sampleNow = (t0: number) =>
-      sql<Omit<Sample, "t">>`
-        SELECT (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending')::int AS "pendingDeliveries",
-               (SELECT count(*) FROM webhook_drains WHERE job_id IS NOT NULL)::int AS "heldSlots",
-               ((SELECT value FROM event_seq)
-                 - (SELECT last_seq FROM event_consumer_cursors WHERE name = ${WebhookFanOut.name}))::int AS "cursorLag",
-               (SELECT count(*) FROM jobs WHERE queue = ${WebhookFanOut.queue}
-                  AND state IN ('available', 'scheduled', 'retryable'))::int AS "runnableJobs",
-               (SELECT count(*) FROM pg_stat_activity
-                WHERE wait_event_type = 'Lock' AND application_name = 'bothy-bench'
-                  AND query NOT LIKE '%UPDATE event_seq%')::int AS "lockWaiters"`.pipe(
-        Effect.map(([s]) => ({ t: round3((performance.now() - t0) / 1000), ...s! })),
-      )
+/** Every second from the production start: the backlog, the drain slots held, the lock waiters. */
+const sampleAt = (sql: SqlClient.SqlClient, t0: number) =>
+  sql<Omit<Sample, "t">>`
+    SELECT (SELECT count(*) FROM webhook_deliveries WHERE state = 'pending')::int AS "pendingDeliveries",
+           (SELECT count(*) FROM webhook_drains WHERE job_id IS NOT NULL)::int AS "heldSlots",
+           ((SELECT value FROM event_seq)
+             - (SELECT last_seq FROM event_consumer_cursors WHERE name = ${WebhookFanOut.name}))::int AS "cursorLag",
+           (SELECT count(*) FROM jobs WHERE queue = ${WebhookFanOut.queue}
+              AND state IN ('available', 'scheduled', 'retryable'))::int AS "runnableJobs",
+           (SELECT count(*) FROM pg_stat_activity
+            WHERE wait_event_type = 'Lock' AND application_name = 'bothy-bench'
+              AND query NOT LIKE '%UPDATE event_seq%')::int AS "lockWaiters"`.pipe(
+    Effect.map(([s]) => ({ t: round3((performance.now() - t0) / 1000), ...s! })),
+  )
 
-    // The producer: on a thread of its own (the host app, apart from the worker side), or, with
-    // `producerThread` off, a fiber of this process.
+/** The producer: on a thread of its own (the host app, apart from the worker side), or, with `producerThread` off, a fiber of this process. */
+const startProducer = (config: EndToEndConfig, total: number, interval: number) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
     const thread = config.producerThread
       ? yield* ProducerThread.run({
           ...ProducerThread.connectionOf(server),
@@ -313,25 +313,42 @@ export const measure = (config: EndToEndConfig) =>
             EventLog,
           )
         : undefined
-    const t0 = performance.now() + 10
-    const sampler = yield* everySecond(t0, sampleNow(t0), samples)
+    return { thread, log }
+  })
 
+type Stamps = ProducerThread.Stamps
+
+/** The production window, timed, with the CPU it took and the checkpoints that began in it. */
+const produce = (
+  config: EndToEndConfig,
+  producer: Effect.Success<ReturnType<typeof startProducer>>,
+  run: { readonly total: number; readonly interval: number; readonly t0: number },
+  stamps: Stamps,
+) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
+    const sql = yield* SqlClient.SqlClient
+    const { thread, log } = producer
+    const checkpoints = sql<{ n: number }>`
+      SELECT (num_timed + num_requested)::int AS n FROM pg_stat_checkpointer`.pipe(
+      Effect.map((rows) => rows[0]?.n ?? 0),
+    )
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
     let producerThreadMicros: number | undefined
     const checkpoints0 = yield* checkpoints
     const production = yield* Throughput.timed(
       thread !== undefined
-        ? Effect.map(thread.start(t0), (out) => {
-            committedAt.set(out.committedAt)
-            appendMs.set(out.appendMs)
-            lateTick.set(out.lateTick)
+        ? Effect.map(thread.start(run.t0), (out) => {
+            stamps.committedAt.set(out.committedAt)
+            stamps.appendMs.set(out.appendMs)
+            stamps.lateTick.set(out.lateTick)
             producerThreadMicros = out.cpuMicros
           })
         : ProducerThread.produce(
             log!,
-            { total, interval, subscriptions: config.subscriptions, t0 },
-            { committedAt, appendMs, lateTick },
+            { total: run.total, interval: run.interval, subscriptions: config.subscriptions, t0: run.t0 },
+            stamps,
           ),
     )
     const producedAt = performance.now()
@@ -344,24 +361,24 @@ export const measure = (config: EndToEndConfig) =>
       (yield* sql<{ pid: number }>`
         SELECT pid FROM pg_stat_activity WHERE application_name = 'bothy-bench-producer'`).map((r) => r.pid),
     )
-    const checkpointsWhileProducing = (yield* checkpoints) - checkpoints0
-    const atProductionEnd = yield* sampleNow(t0)
-    const receivedAtProductionEnd = received
+    return {
+      production,
+      producedAt,
+      cpu,
+      windowMs: cpu1.at - cpu0.at,
+      producerThreadMicros,
+      producerBackendCores,
+      checkpointsWhileProducing: (yield* checkpoints) - checkpoints0,
+    }
+  })
+type Production = Effect.Success<ReturnType<typeof produce>>
 
-    // ---- drain, bounded ----
-    const deadline = producedAt + config.drainSeconds * 1000
-    while (received < total && performance.now() < deadline) yield* Effect.sleep("20 millis")
-    const drainedAt = performance.now()
-    yield* Fiber.interrupt(sampler)
-    const afterDrain = yield* sampleNow(t0)
-    if (arm?.on === true) yield* arm.sink.scrape(null, arm.scrapeEveryMs)
-    // Counted after the drain: the exporter's last batch of the run has gone out by then.
-    const sinkStats = arm?.on === true ? yield* arm.sink.stats : undefined
-    const fdatasyncMsAfter = (yield* Conditions.storage(server.folder)).fdatasyncMs
-
-    // ---- events, to map the spans ----
+/** The run's events (seq to index) and what the database recorded of their deliveries and jobs. */
+const recorded = (base: bigint) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
     const seqRows = yield* sql<{ seq: bigint; i: number }>`
-      SELECT seq, (payload->>'i')::int AS i FROM event_log WHERE seq > ${base}`
+    SELECT seq, (payload->>'i')::int AS i FROM event_log WHERE seq > ${base}`
     const [attempts] = yield* sql<{
       attempts: number
       non2xx: number
@@ -369,170 +386,333 @@ export const measure = (config: EndToEndConfig) =>
       delivered: number
       jobs: number
     }>`
-      WITH run AS (SELECT id, state FROM webhook_deliveries WHERE event_seq > ${base}),
-      tries AS (SELECT a.status FROM webhook_attempts AS a JOIN run ON run.id = a.delivery_id)
-      SELECT (SELECT count(*) FROM tries)::int AS attempts,
-             (SELECT count(*) FROM tries WHERE status IS NULL OR status NOT BETWEEN 200 AND 299)::int AS non2xx,
-             (SELECT count(*) FROM run)::int AS deliveries,
-             (SELECT count(*) FROM run WHERE state = 'delivered')::int AS delivered,
-             (SELECT count(*) FROM jobs WHERE kind = ${WebhookFanOut.deliverKind})::int AS jobs`
+    WITH run AS (SELECT id, state FROM webhook_deliveries WHERE event_seq > ${base}),
+    tries AS (SELECT a.status FROM webhook_attempts AS a JOIN run ON run.id = a.delivery_id)
+    SELECT (SELECT count(*) FROM tries)::int AS attempts,
+           (SELECT count(*) FROM tries WHERE status IS NULL OR status NOT BETWEEN 200 AND 299)::int AS non2xx,
+           (SELECT count(*) FROM run)::int AS deliveries,
+           (SELECT count(*) FROM run WHERE state = 'delivered')::int AS delivered,
+           (SELECT count(*) FROM jobs WHERE kind = ${WebhookFanOut.deliverKind})::int AS jobs`
 
-    // ---- figures over the measured events (after the warm-up) ----
-    const roundOf = new Int32Array(total).fill(-1)
-    const seqOf = new Array<string | undefined>(total)
-    const indexOfSeq = new Map(seqRows.map((r) => [r.seq, r.i]))
-    for (const r of seqRows) if (r.i >= 0 && r.i < total) seqOf[r.i] = r.seq.toString()
-    trace.rounds.forEach((r, n) => {
-      for (let seq = r.fromSeq; seq <= r.toSeq; seq++) {
-        const i = indexOfSeq.get(seq)
-        if (i !== undefined && i >= 0 && i < total) roundOf[i] = n
+    return { seqRows, attempts: attempts! }
+  })
+type Recorded = Effect.Success<ReturnType<typeof recorded>>
+
+/** Each event's round and delivery attempt, from the spans. */
+const eventIndex = (total: number, trace: ReturnType<typeof DeliveryTrace.recorder>, { seqRows }: Recorded) => {
+  const roundOf = new Int32Array(total).fill(-1)
+  const seqOf = new Array<string | undefined>(total)
+  const indexOfSeq = new Map(seqRows.map((r) => [r.seq, r.i]))
+  for (const r of seqRows) if (r.i >= 0 && r.i < total) seqOf[r.i] = r.seq.toString()
+  trace.rounds.forEach((r, n) => {
+    for (let seq = r.fromSeq; seq <= r.toSeq; seq++) {
+      const i = indexOfSeq.get(seq)
+      if (i !== undefined && i >= 0 && i < total) roundOf[i] = n
+    }
+  })
+  const attemptOf = (i: number) => {
+    const seq = seqOf[i]
+    return seq === undefined ? undefined : trace.attempts.get(seq)
+  }
+  const roundEnd = (i: number) => trace.rounds[roundOf[i]!]?.end ?? Number.NaN
+  const roundStart = (i: number) => trace.rounds[roundOf[i]!]?.start ?? Number.NaN
+  return { attemptOf, roundEnd, roundStart }
+}
+type EventIndex = ReturnType<typeof eventIndex>
+
+const nan = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? Number.NaN : n)
+
+/**
+ * Consecutive deliveries of one subscription where the next was already waiting when the
+ * previous attempt ended: the drainer's cycle time from one attempt's start to the next.
+ */
+const cycles = (delivered: ReadonlyArray<number>, { attemptOf, roundEnd }: EventIndex) => {
+  const cycleTimes: Array<number> = []
+  const handoverGaps: Array<number> = []
+  const bySub = new Map<string, Array<number>>()
+  for (const i of delivered) {
+    const a = attemptOf(i)
+    if (a !== undefined) bySub.set(a.subscription, [...(bySub.get(a.subscription) ?? []), i])
+  }
+  for (const list of bySub.values()) {
+    list.sort((a, b) => a - b)
+    for (let n = 1; n < list.length; n++) {
+      const prev = attemptOf(list[n - 1]!)
+      const next = attemptOf(list[n]!)
+      if (prev === undefined || next === undefined) continue
+      if (roundEnd(list[n]!) < prev.end) {
+        handoverGaps.push(next.start - prev.end)
+        cycleTimes.push(next.start - prev.start)
       }
-    })
-    const attemptOf = (i: number) => {
-      const seq = seqOf[i]
-      return seq === undefined ? undefined : trace.attempts.get(seq)
     }
-    const nan = (n: number | undefined) => (n === undefined || !Number.isFinite(n) ? Number.NaN : n)
-    const roundEnd = (i: number) => trace.rounds[roundOf[i]!]?.end ?? Number.NaN
-    const roundStart = (i: number) => trace.rounds[roundOf[i]!]?.start ?? Number.NaN
+  }
+  return { cycleTimes, handoverGaps }
+}
 
-    const measured = Array.from({ length: total - warm }, (_, k) => warm + k)
-    const delivered = measured.filter((i) => !Number.isNaN(arrivedAt[i]!))
-    const of = (f: (i: number) => number) => distribution(delivered.map(f))
+/** What the window's samples and the drain say of the backlog. */
+interface BacklogInput {
+  readonly samples: ReadonlyArray<Sample>
+  readonly atProductionEnd: Sample
+  readonly afterDrain: Sample
+  readonly receivedAtProductionEnd: number
+  readonly producedAt: number
+  readonly drainedAt: number
+  readonly warm: number
+  readonly total: number
+  readonly interval: number
+}
 
-    // Consecutive deliveries of one subscription where the next was already waiting when the
-    // previous attempt ended: the drainer's cycle time from one attempt's start to the next.
-    const cycleTimes: Array<number> = []
-    const handoverGaps: Array<number> = []
-    const bySub = new Map<string, Array<number>>()
-    for (const i of delivered) {
-      const a = attemptOf(i)
-      if (a !== undefined) bySub.set(a.subscription, [...(bySub.get(a.subscription) ?? []), i])
-    }
-    for (const list of bySub.values()) {
-      list.sort((a, b) => a - b)
-      for (let n = 1; n < list.length; n++) {
-        const prev = attemptOf(list[n - 1]!)
-        const next = attemptOf(list[n]!)
-        if (prev === undefined || next === undefined) continue
-        if (roundEnd(list[n]!) < prev.end) {
-          handoverGaps.push(next.start - prev.end)
-          cycleTimes.push(next.start - prev.start)
-        }
-      }
-    }
-    const statements = trace.statements()
+const backlogOf = (config: EndToEndConfig, t: Tally, b: BacklogInput) => {
+  const {
+    samples,
+    atProductionEnd,
+    afterDrain,
+    receivedAtProductionEnd,
+    producedAt,
+    drainedAt,
+    warm,
+    total,
+    interval,
+  } = b
+  const received = t.received
+  const windowSamples = samples.filter((s) => s.t * 1000 >= warm * interval && s.t * 1000 <= (total - 1) * interval)
+  const limit = config.flatSlopeShare * config.eventsPerSecond
+  const pending = series(windowSamples, (s) => s.pendingDeliveries, limit)
+  const lag = series(windowSamples, (s) => s.cursorLag, limit)
+  return {
+    criterion: `flat = least-squares slope over the measured window's 1 s samples <= ${config.flatSlopeShare * 100}% of the offered rate (${limit}/s), for pending deliveries and for the cursor lag alike`,
+    flat: pending.flat && lag.flat,
+    lockWaiters: {
+      note: "worker-side backends waiting on a lock at each sample in the measured window (producers excluded)",
+      mean: round3(windowSamples.reduce((n, x) => n + x.lockWaiters, 0) / Math.max(1, windowSamples.length)),
+      max: Math.max(0, ...windowSamples.map((x) => x.lockWaiters)),
+    },
+    pendingDeliveries: pending,
+    cursorLag: lag,
+    atProductionEnd: {
+      pendingDeliveries: atProductionEnd.pendingDeliveries,
+      cursorLag: atProductionEnd.cursorLag,
+      runnableJobs: atProductionEnd.runnableJobs,
+      notYetReceived: total - receivedAtProductionEnd,
+    },
+    afterDrain: {
+      pendingDeliveries: afterDrain.pendingDeliveries,
+      cursorLag: afterDrain.cursorLag,
+      notReceived: total - received,
+    },
+    drained: received === total,
+    /** Requests per second after the producer stopped, until drained (or the bound). */
+    drainDeliveriesPerSecond: round3(((received - receivedAtProductionEnd) / (drainedAt - producedAt)) * 1000),
+    drainSeconds: round3((drainedAt - producedAt) / 1000),
+    drainBoundSeconds: config.drainSeconds,
+    samples,
+  }
+}
 
-    const windowStart = t0 + warm * interval
-    const windowEnd = t0 + (total - 1) * interval
-    const arrivalsInWindow = Array.from(arrivedAt).filter((a) => a >= windowStart && a <= windowEnd).length
-    const windowSamples = samples.filter((s) => s.t * 1000 >= warm * interval && s.t * 1000 <= (total - 1) * interval)
-    const limit = config.flatSlopeShare * config.eventsPerSecond
-    const pending = series(windowSamples, (s) => s.pendingDeliveries, limit)
-    const lag = series(windowSamples, (s) => s.cursorLag, limit)
-    const lastArrival = Math.max(...delivered.map((i) => arrivedAt[i]!))
+const breakdownOf = (
+  of: (f: (i: number) => number) => Distribution,
+  { attemptOf, roundEnd, roundStart }: EventIndex,
+  committedAt: Float64Array,
+  arrivedAt: Float64Array,
+) => ({
+  note:
+    "per delivered event; commitToRoundEnd + roundEndToAttempt + attemptToSend + sendToArrival = latency. " +
+    "roundEndToAttempt: from the round's commit to the start of the attempt that sent it: waking a drainer (claim, acquire) or the running drainer finishing the subscription's earlier deliveries, and the take statement",
+  commitToRoundStart: of((i) => roundStart(i) - committedAt[i]!),
+  roundDuration: of((i) => roundEnd(i) - roundStart(i)),
+  commitToRoundEnd: of((i) => roundEnd(i) - committedAt[i]!),
+  roundEndToAttempt: of((i) => nan(attemptOf(i)?.start) - roundEnd(i)),
+  attemptToSend: of((i) => nan(attemptOf(i)?.send?.start) - nan(attemptOf(i)?.start)),
+  sendToArrival: of((i) => arrivedAt[i]! - nan(attemptOf(i)?.send?.start)),
+  arrivalToAnswered: of((i) => nan(attemptOf(i)?.end) - arrivedAt[i]!),
+})
 
-    return {
-      events: measured.length,
-      delivered: delivered.length,
-      undelivered: measured.length - delivered.length,
-      duplicates,
-      outOfOrder,
-      unexpectedRequests: unexpected,
-      achievedEventsPerSecond: round3(((measured.length - 1) / (committedAt[total - 1]! - committedAt[warm]!)) * 1000),
-      deliveriesPerSecond: round3((arrivalsInWindow / (windowEnd - windowStart)) * 1000),
-      measuredDeliveriesPerSecond: round3(
-        ((delivered.length - 1) / (lastArrival - Math.min(...delivered.map((i) => arrivedAt[i]!)))) * 1000,
-      ),
-      latencyMs: of((i) => arrivedAt[i]! - committedAt[i]!),
-      backlog: {
-        criterion: `flat = least-squares slope over the measured window's 1 s samples <= ${config.flatSlopeShare * 100}% of the offered rate (${limit}/s), for pending deliveries and for the cursor lag alike`,
-        flat: pending.flat && lag.flat,
-        lockWaiters: {
-          note: "worker-side backends waiting on a lock at each sample in the measured window (producers excluded)",
-          mean: round3(windowSamples.reduce((n, x) => n + x.lockWaiters, 0) / Math.max(1, windowSamples.length)),
-          max: Math.max(0, ...windowSamples.map((x) => x.lockWaiters)),
-        },
-        pendingDeliveries: pending,
-        cursorLag: lag,
-        atProductionEnd: {
-          pendingDeliveries: atProductionEnd.pendingDeliveries,
-          cursorLag: atProductionEnd.cursorLag,
-          runnableJobs: atProductionEnd.runnableJobs,
-          notYetReceived: total - receivedAtProductionEnd,
-        },
-        afterDrain: {
-          pendingDeliveries: afterDrain.pendingDeliveries,
-          cursorLag: afterDrain.cursorLag,
-          notReceived: total - received,
-        },
-        drained: received === total,
-        /** Requests per second after the producer stopped, until drained (or the bound). */
-        drainDeliveriesPerSecond: round3(((received - receivedAtProductionEnd) / (drainedAt - producedAt)) * 1000),
-        drainSeconds: round3((drainedAt - producedAt) / 1000),
-        drainBoundSeconds: config.drainSeconds,
+const perSubscriptionOf = (
+  config: EndToEndConfig,
+  of: (f: (i: number) => number) => Distribution,
+  index: EventIndex,
+  delivered: ReadonlyArray<number>,
+) => {
+  const { attemptOf } = index
+  const { cycleTimes, handoverGaps } = cycles(delivered, index)
+  return {
+    note: "a subscription's deliveries go out one at a time, in order, from its drainer: its ceiling is 1000 / cycleMs deliveries/s, against rate/subscriptions offered",
+    offeredPerSecond: config.eventsPerSecond / config.subscriptions,
+    attemptMs: of((i) => nan(attemptOf(i)?.end) - nan(attemptOf(i)?.start)),
+    handoverGapMs: distribution(handoverGaps),
+    cycleMs: distribution(cycleTimes),
+  }
+}
+
+const jobsOf = (trace: ReturnType<typeof DeliveryTrace.recorder>, { attempts }: Recorded) => {
+  const statements = trace.statements()
+  return {
+    note: "drain jobs created by rounds and runs of them (a run that finds a live drainer holding the slot ends at once); statements under Job.run: acquire, take, permission check, record, release",
+    created: attempts!.jobs,
+    runs: trace.jobRuns(),
+    runsPerDelivery: round3(trace.jobRuns() / Math.max(1, attempts!.deliveries)),
+    statementsPerDelivery: round3(statements.count / Math.max(1, attempts!.deliveries)),
+    statementMsPerDelivery: round3(statements.ms / Math.max(1, attempts!.deliveries)),
+    attempts: attempts!.attempts,
+    non2xxAttempts: attempts!.non2xx,
+    deliveries: attempts!.deliveries,
+    deliveredRows: attempts!.delivered,
+  }
+}
+
+const roundsOf = (trace: ReturnType<typeof DeliveryTrace.recorder>) => ({
+  processed: trace.rounds.length,
+  eventsPerRound: distribution(trace.rounds.map((r) => r.events)),
+  durationMs: distribution(trace.rounds.map((r) => r.end - r.start)),
+  fanOutStatementMs: distribution(trace.rounds.map((r) => r.fanOutMs)),
+  jobsInsertMs: distribution(trace.rounds.map((r) => r.jobsInsertMs)),
+})
+
+/** Waits for every request, within the bound; what the receiver had at the production's end comes first. */
+const drain = (config: EndToEndConfig, t: Tally, total: number, producedAt: number) =>
+  Effect.gen(function* () {
+    const deadline = producedAt + config.drainSeconds * 1000
+    while (t.received < total && performance.now() < deadline) yield* Effect.sleep("20 millis")
+    return performance.now()
+  })
+
+export const measure = (config: EndToEndConfig) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
+    const sql = yield* SqlClient.SqlClient
+    yield* resetSlate
+
+    const interval = 1000 / config.eventsPerSecond
+    const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
+    const total = warm + Math.round(config.seconds * config.eventsPerSecond)
+    const stamps = ProducerThread.unstamped(total)
+    const { tally: t, onRequest } = tally(total)
+    const receiver = yield* WebhookReceiver.start(
+      (request) => {
+        onRequest(request)
+        return { status: 200 }
+      },
+      { keep: false },
+    )
+    yield* createSubscriptions(config, receiver)
+    const [row] = yield* sql<{ base: bigint }>`SELECT value AS base FROM event_seq`
+    const base = row!.base
+
+    const trace = DeliveryTrace.recorder()
+    yield* startWorkerSide(config, trace)
+    const arm = config.telemetry
+
+    const producer = yield* startProducer(config, total, interval)
+    const t0 = performance.now() + 10
+    const samples: Array<Sample> = []
+    const sampler = yield* everySecond(t0, sampleAt(sql, t0), samples)
+    const p = yield* produce(config, producer, { total, interval, t0 }, stamps)
+    const atProductionEnd = yield* sampleAt(sql, t0)
+    const receivedAtProductionEnd = t.received
+
+    const drainedAt = yield* drain(config, t, total, p.producedAt)
+    yield* Fiber.interrupt(sampler)
+    const afterDrain = yield* sampleAt(sql, t0)
+    if (arm?.on === true) yield* arm.sink.scrape(null, arm.scrapeEveryMs)
+    // Counted after the drain: the exporter's last batch of the run has gone out by then.
+    const sinkStats = arm?.on === true ? yield* arm.sink.stats : undefined
+    const fdatasyncMsAfter = (yield* Conditions.storage(server.folder)).fdatasyncMs
+    const db = yield* recorded(base)
+    return figures(
+      config,
+      { trace, db, t, stamps, p, warm, total, interval, t0 },
+      {
         samples,
+        atProductionEnd,
+        afterDrain,
+        receivedAtProductionEnd,
+        producedAt: p.producedAt,
+        drainedAt,
+        warm,
+        total,
+        interval,
       },
-      breakdownMs: {
-        note:
-          "per delivered event; commitToRoundEnd + roundEndToAttempt + attemptToSend + sendToArrival = latency. " +
-          "roundEndToAttempt: from the round's commit to the start of the attempt that sent it: waking a drainer (claim, acquire) or the running drainer finishing the subscription's earlier deliveries, and the take statement",
-        commitToRoundStart: of((i) => roundStart(i) - committedAt[i]!),
-        roundDuration: of((i) => roundEnd(i) - roundStart(i)),
-        commitToRoundEnd: of((i) => roundEnd(i) - committedAt[i]!),
-        roundEndToAttempt: of((i) => nan(attemptOf(i)?.start) - roundEnd(i)),
-        attemptToSend: of((i) => nan(attemptOf(i)?.send?.start) - nan(attemptOf(i)?.start)),
-        sendToArrival: of((i) => arrivedAt[i]! - nan(attemptOf(i)?.send?.start)),
-        arrivalToAnswered: of((i) => nan(attemptOf(i)?.end) - arrivedAt[i]!),
-      },
-      perSubscription: {
-        note: "a subscription's deliveries go out one at a time, in order, from its drainer: its ceiling is 1000 / cycleMs deliveries/s, against rate/subscriptions offered",
-        offeredPerSecond: config.eventsPerSecond / config.subscriptions,
-        attemptMs: of((i) => nan(attemptOf(i)?.end) - nan(attemptOf(i)?.start)),
-        handoverGapMs: distribution(handoverGaps),
-        cycleMs: distribution(cycleTimes),
-      },
-      jobs: {
-        note: "drain jobs created by rounds and runs of them (a run that finds a live drainer holding the slot ends at once); statements under Job.run: acquire, take, permission check, record, release",
-        created: attempts!.jobs,
-        runs: trace.jobRuns(),
-        runsPerDelivery: round3(trace.jobRuns() / Math.max(1, attempts!.deliveries)),
-        statementsPerDelivery: round3(statements.count / Math.max(1, attempts!.deliveries)),
-        statementMsPerDelivery: round3(statements.ms / Math.max(1, attempts!.deliveries)),
-        attempts: attempts!.attempts,
-        non2xxAttempts: attempts!.non2xx,
-        deliveries: attempts!.deliveries,
-        deliveredRows: attempts!.delivered,
-      },
-      rounds: {
-        processed: trace.rounds.length,
-        eventsPerRound: distribution(trace.rounds.map((r) => r.events)),
-        durationMs: distribution(trace.rounds.map((r) => r.end - r.start)),
-        fanOutStatementMs: distribution(trace.rounds.map((r) => r.fanOutMs)),
-        jobsInsertMs: distribution(trace.rounds.map((r) => r.jobsInsertMs)),
-      },
-      producer: {
-        appendMs: distribution(measured.map((i) => appendMs[i]!)),
-        lateTickMs: distribution(measured.map((i) => lateTick[i]!)),
-        producedSeconds: round3(production.seconds),
-      },
-      clientCores: production.clientCores,
-      machineBusy: production.machineBusy,
-      /** While producing: this process (producer, consumer, drainers, receiver) and the server, in cores. */
-      cpu: {
-        ...cpu,
-        msPerEvent: round3(((cpu.clientCores + cpu.serverCores) * production.seconds * 1000) / total),
-        bothy: bothyCpu(cpu, producerBackendCores, cpu1.at - cpu0.at, producerThreadMicros, total),
-      },
-      telemetry:
-        arm === undefined
-          ? undefined
-          : { on: arm.on, ...(arm.on ? { scrapeEveryMs: arm.scrapeEveryMs, sink: sinkStats } : {}) },
-      fdatasyncMsAfter,
-      /** Checkpoints (timed or requested) that began while producing. */
-      checkpointsWhileProducing,
-    }
+      { arm, sinkStats, fdatasyncMsAfter },
+    )
   }).pipe(Effect.scoped)
+
+/** Everything a run measured, for its figures. */
+interface Measured {
+  readonly trace: ReturnType<typeof DeliveryTrace.recorder>
+  readonly db: Recorded
+  readonly t: Tally
+  readonly stamps: Stamps
+  readonly p: Production
+  readonly warm: number
+  readonly total: number
+  readonly interval: number
+  readonly t0: number
+}
+
+/** The figures over the measured events (after the warm-up). */
+const figures = (
+  config: EndToEndConfig,
+  m: Measured,
+  backlog: BacklogInput,
+  extra: {
+    readonly arm: TelemetryArm | undefined
+    readonly sinkStats: Effect.Success<Extract<TelemetryArm, { readonly on: true }>["sink"]["stats"]> | undefined
+    readonly fdatasyncMsAfter: Effect.Success<ReturnType<typeof Conditions.storage>>["fdatasyncMs"]
+  },
+) => {
+  const { trace, t, p, warm, total, interval, t0 } = m
+  const { committedAt, appendMs, lateTick } = m.stamps
+  const { arrivedAt } = t
+  const { arm } = extra
+  const { production, cpu } = p
+  const index = eventIndex(total, trace, m.db)
+  const measured = Array.from({ length: total - warm }, (_, k) => warm + k)
+  const delivered = measured.filter((i) => !Number.isNaN(arrivedAt[i]!))
+  const of = (f: (i: number) => number) => distribution(delivered.map(f))
+  const windowStart = t0 + warm * interval
+  const windowEnd = t0 + (total - 1) * interval
+  const arrivalsInWindow = Array.from(arrivedAt).filter((a) => a >= windowStart && a <= windowEnd).length
+  const lastArrival = Math.max(...delivered.map((i) => arrivedAt[i]!))
+  return {
+    events: measured.length,
+    delivered: delivered.length,
+    undelivered: measured.length - delivered.length,
+    duplicates: t.duplicates,
+    outOfOrder: t.outOfOrder,
+    unexpectedRequests: t.unexpected,
+    achievedEventsPerSecond: round3(((measured.length - 1) / (committedAt[total - 1]! - committedAt[warm]!)) * 1000),
+    deliveriesPerSecond: round3((arrivalsInWindow / (windowEnd - windowStart)) * 1000),
+    measuredDeliveriesPerSecond: round3(
+      ((delivered.length - 1) / (lastArrival - Math.min(...delivered.map((i) => arrivedAt[i]!)))) * 1000,
+    ),
+    latencyMs: of((i) => arrivedAt[i]! - committedAt[i]!),
+    backlog: backlogOf(config, t, backlog),
+    breakdownMs: breakdownOf(of, index, committedAt, arrivedAt),
+    perSubscription: perSubscriptionOf(config, of, index, delivered),
+    jobs: jobsOf(trace, m.db),
+    rounds: roundsOf(trace),
+    producer: {
+      appendMs: distribution(measured.map((i) => appendMs[i]!)),
+      lateTickMs: distribution(measured.map((i) => lateTick[i]!)),
+      producedSeconds: round3(production.seconds),
+    },
+    clientCores: production.clientCores,
+    machineBusy: production.machineBusy,
+    /** While producing: this process (producer, consumer, drainers, receiver) and the server, in cores. */
+    cpu: {
+      ...cpu,
+      msPerEvent: round3(((cpu.clientCores + cpu.serverCores) * production.seconds * 1000) / total),
+      bothy: bothyCpu(cpu, p.producerBackendCores, p.windowMs, p.producerThreadMicros, total),
+    },
+    telemetry:
+      arm === undefined
+        ? undefined
+        : { on: arm.on, ...(arm.on ? { scrapeEveryMs: arm.scrapeEveryMs, sink: extra.sinkStats } : {}) },
+    fdatasyncMsAfter: extra.fdatasyncMsAfter,
+    /** Checkpoints (timed or requested) that began while producing. */
+    checkpointsWhileProducing: p.checkpointsWhileProducing,
+  }
+}
 
 /**
  * The worker side's own CPU per event: this process less the producer thread (the host app), and

@@ -143,17 +143,13 @@ export interface DrainRun {
   readonly verified: boolean
 }
 
-/** Sets up subscriptions and backlog once; returns the drain of one case and the plan probe. */
-export const prepare = (config: RoundsConfig) =>
+/** N subscriptions through the public service, and a copy of them each run restores. */
+const createSubscriptions = (config: RoundsConfig) =>
   Effect.gen(function* () {
     const server = yield* BenchServer
     const sql = yield* SqlClient.SqlClient
-    const perEvent = config.subscriptions / config.spaces
-
     yield* sql`TRUNCATE webhook_subscriptions CASCADE`
     yield* sql`TRUNCATE jobs`
-
-    // ---- subscriptions, through the public service ----
     const createConnections = Math.max(1, config.createConcurrency)
     const created = yield* Throughput.timed(
       Effect.gen(function* () {
@@ -187,8 +183,14 @@ export const prepare = (config: RoundsConfig) =>
       "CREATE TABLE bench_saved_drains AS SELECT id AS subscription_id, NULL::bigint AS job_id FROM webhook_subscriptions",
     )
     yield* sql.unsafe("CREATE TABLE bench_saved_subscription_spaces AS TABLE webhook_subscription_spaces")
+    return created.seconds
+  })
 
-    // ---- the backlog, after the subscriptions: they receive events committed after them ----
+/** The backlog, after the subscriptions (they receive events committed after them): where it starts and ends. */
+const appendBacklog = (config: RoundsConfig) =>
+  Effect.gen(function* () {
+    const server = yield* BenchServer
+    const sql = yield* SqlClient.SqlClient
     const ours = yield* Layer.build(Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(server.pool(1))))
     const [row] = yield* sql<{ before: bigint }>`SELECT value AS before FROM event_seq`
     const before = row!.before
@@ -201,154 +203,176 @@ export const prepare = (config: RoundsConfig) =>
     }
     const head = before + BigInt(config.backlog)
     yield* sql.unsafe("VACUUM ANALYZE event_log, webhook_subscriptions, webhook_subscription_spaces")
+    return { ours, before, head }
+  })
 
-    const install = (c: Case) =>
-      Effect.gen(function* () {
-        yield* sql`TRUNCATE webhook_subscriptions CASCADE`
-        yield* sql`TRUNCATE jobs`
-        if (c !== "none") {
-          yield* sql.unsafe("INSERT INTO webhook_subscriptions SELECT * FROM bench_saved_subscriptions")
-          yield* sql.unsafe("INSERT INTO webhook_drains SELECT * FROM bench_saved_drains")
-          yield* sql.unsafe(
-            matching(c)
-              ? "INSERT INTO webhook_subscription_spaces SELECT * FROM bench_saved_subscription_spaces"
-              : "INSERT INTO webhook_subscription_spaces SELECT 'unmatched-' || space_id, subscription_id FROM bench_saved_subscription_spaces",
-          )
-        }
-        yield* sql`UPDATE event_consumer_cursors SET last_seq = ${before} WHERE name = ${WebhookFanOut.name}`
+/** What the runs of every case share once set up: the backlog's bounds and the pool the rounds use. */
+interface Prepared extends Effect.Success<ReturnType<typeof appendBacklog>> {
+  readonly config: RoundsConfig
+  readonly sql: SqlClient.SqlClient
+  readonly perEvent: number
+}
+
+/** The subscriptions as case `c` wants them, restored from the copy, and the cursor before the backlog. */
+const install =
+  ({ sql, before }: Prepared) =>
+  (c: Case) =>
+    Effect.gen(function* () {
+      yield* sql`TRUNCATE webhook_subscriptions CASCADE`
+      yield* sql`TRUNCATE jobs`
+      if (c !== "none") {
+        yield* sql.unsafe("INSERT INTO webhook_subscriptions SELECT * FROM bench_saved_subscriptions")
+        yield* sql.unsafe("INSERT INTO webhook_drains SELECT * FROM bench_saved_drains")
         yield* sql.unsafe(
-          "VACUUM ANALYZE webhook_subscriptions, webhook_subscription_spaces, webhook_drains, webhook_deliveries, jobs, event_consumer_cursors",
+          matching(c)
+            ? "INSERT INTO webhook_subscription_spaces SELECT * FROM bench_saved_subscription_spaces"
+            : "INSERT INTO webhook_subscription_spaces SELECT 'unmatched-' || space_id, subscription_id FROM bench_saved_subscription_spaces",
         )
-        yield* sql.unsafe("CHECKPOINT")
-      })
-
-    /** Deliveries as promised, unnumbered (numbers are taken when sent), each with its drain row, one job per subscription and round at most. */
-    const verify = (c: Case, roundJobs: number) =>
-      Effect.gen(function* () {
-        const [r] = yield* sql<{ deliveries: bigint; jobs: bigint; keys: bigint; cursor: bigint; unready: bigint }>`
-          SELECT (SELECT count(*) FROM webhook_deliveries) AS deliveries, count(*) AS jobs,
-                 count(DISTINCT unique_key) AS keys,
-                 (SELECT last_seq FROM event_consumer_cursors WHERE name = ${WebhookFanOut.name}) AS cursor,
-                 (SELECT count(*) FROM (
-                    SELECT d.subscription_id FROM webhook_deliveries AS d
-                    LEFT JOIN webhook_drains AS w ON w.subscription_id = d.subscription_id
-                    GROUP BY d.subscription_id
-                    HAVING count(d.sequence) > 0 OR count(w.subscription_id) = 0) AS g) AS unready
-          FROM jobs`
-        const expected = matching(c) ? BigInt(config.backlog * perEvent) : 0n
-        const ok =
-          r?.deliveries === expected &&
-          r.jobs === BigInt(roundJobs) &&
-          r.keys === r.jobs &&
-          r.jobs <= r.deliveries &&
-          (c !== "match" || r.jobs > 0n) &&
-          r.unready === 0n &&
-          r.cursor === head
-        if (!ok) {
-          return yield* new RoundsCheckFailed({
-            case: c,
-            detail: `expected ${expected} deliveries, unnumbered and each with its drain row, ${roundJobs} jobs with distinct keys and cursor ${head}; found ${String(r?.deliveries)} deliveries, ${String(r?.jobs)} jobs, ${String(r?.keys)} keys, ${String(r?.unready)} subscriptions with numbered deliveries or no drain row, cursor ${String(r?.cursor)}`,
-          })
-        }
-        return { verified: true, deliveries: Number(r.deliveries) }
-      })
-
-    const drain = (c: Case, repeat: number) =>
-      Effect.gen(function* () {
-        yield* install(c)
-        const recorder = RoundTrace.recorder()
-        const timed = yield* Throughput.timed(
-          Effect.gen(function* () {
-            // The worker's options; without `oneStatement` they make the transactional round.
-            const { oneStatement, ...transactional } = WebhookFanOut.roundOptions({ batchSize: config.batchSize })
-            const round = yield* Consumer.makeRound(
-              c === "statement" ? { ...transactional, oneStatement } : transactional,
-            )
-            let events = 0
-            let jobs = 0
-            let rounds = 0
-            const phasesMs = Object.fromEntries(RoundTrace.phaseNames.map((p) => [p, 0])) as RoundTrace.Phases
-            for (;;) {
-              const outcome = yield* round
-              const returnedAt = performance.now()
-              if (outcome._tag === "CaughtUp") return { events, jobs, rounds, phasesMs }
-              if (outcome._tag !== "Processed") return yield* Effect.die(`unexpected round outcome ${outcome._tag}`)
-              const trace = recorder.lastEnded()
-              const split = trace === undefined ? undefined : RoundTrace.phases(trace, returnedAt)
-              // A round that inserted no jobs has no jobs statement to split at: its phases are NaN.
-              for (const p of RoundTrace.phaseNames) phasesMs[p] += split?.[p] ?? Number.NaN
-              events += outcome.events
-              jobs += outcome.jobs
-              rounds++
-            }
-          }).pipe(Effect.provide(ours), Effect.withTracer(recorder.tracer)),
-        )
-        const { events, jobs, rounds, phasesMs } = timed.value
-        const { verified, deliveries } = yield* verify(c, jobs)
-        return {
-          repeat,
-          eventsPerSecond: Math.round(events / timed.seconds),
-          deliveriesPerSecond: Math.round(deliveries / timed.seconds),
-          jobsPerSecond: Math.round(jobs / timed.seconds),
-          rowsPerSecond: Math.round((deliveries + jobs) / timed.seconds),
-          seconds: round3(timed.seconds),
-          events,
-          deliveries,
-          jobs,
-          rounds,
-          clientCores: timed.clientCores,
-          machineBusy: timed.machineBusy,
-          phasesMsPerRound: Object.fromEntries(
-            Object.entries(phasesMs).map(([phase, ms]) => [phase, round3(ms / Math.max(1, rounds))]),
-          ),
-          verified,
-        } satisfies DrainRun
-      })
-
-    /**
-     * EXPLAIN ANALYZE of the matching CTE for the first `size` events of the backlog, with the
-     * subscriptions of the `match` case installed and analyzed.
-     */
-    const explainWith = (statement: Statement.Fragment) =>
-      Effect.gen(function* () {
-        const rows = yield* sql<{ "QUERY PLAN": unknown }>`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`
-        const raw = rows[0]?.["QUERY PLAN"]
-        const parsed = (typeof raw === "string" ? JSON.parse(raw) : raw) as ReadonlyArray<{
-          readonly Plan: PlanNode
-          readonly "Execution Time"?: number
-        }>
-        return { ...judgePlan(parsed[0]!), plan: parsed[0]! }
-      })
-    const firstEvents = (size: number) =>
-      EventLog.pipe(
-        Effect.flatMap((l) => l.read(before, size)),
-        Effect.provide(ours),
+      }
+      yield* sql`UPDATE event_consumer_cursors SET last_seq = ${before} WHERE name = ${WebhookFanOut.name}`
+      yield* sql.unsafe(
+        "VACUUM ANALYZE webhook_subscriptions, webhook_subscription_spaces, webhook_drains, webhook_deliveries, jobs, event_consumer_cursors",
       )
-    const explain = (size: number) =>
-      Effect.gen(function* () {
-        const events = yield* firstEvents(size)
-        return {
-          batchEvents: events.length,
-          ...(yield* explainWith(sql`${WebhookFanOut.matched(sql, events)} SELECT seq, epoch, sub FROM matched`)),
-        }
-      })
-    /** The what-if plain join for the same events (see `matchingPlainJoin`). */
-    const explainPlainJoin = (size: number) =>
-      Effect.gen(function* () {
-        const events = yield* firstEvents(size)
-        const { plan: _, ...judged } = yield* explainWith(matchingPlainJoin(sql, events))
-        return { batchEvents: events.length, ...judged }
-      })
+      yield* sql.unsafe("CHECKPOINT")
+    })
 
+/** Deliveries as promised, unnumbered (numbers are taken when sent), each with its drain row, one job per subscription and round at most. */
+const verify = ({ sql, config, head, perEvent }: Prepared, c: Case, roundJobs: number) =>
+  Effect.gen(function* () {
+    const [r] = yield* sql<{ deliveries: bigint; jobs: bigint; keys: bigint; cursor: bigint; unready: bigint }>`
+      SELECT (SELECT count(*) FROM webhook_deliveries) AS deliveries, count(*) AS jobs,
+             count(DISTINCT unique_key) AS keys,
+             (SELECT last_seq FROM event_consumer_cursors WHERE name = ${WebhookFanOut.name}) AS cursor,
+             (SELECT count(*) FROM (
+                SELECT d.subscription_id FROM webhook_deliveries AS d
+                LEFT JOIN webhook_drains AS w ON w.subscription_id = d.subscription_id
+                GROUP BY d.subscription_id
+                HAVING count(d.sequence) > 0 OR count(w.subscription_id) = 0) AS g) AS unready
+      FROM jobs`
+    const expected = matching(c) ? BigInt(config.backlog * perEvent) : 0n
+    const ok =
+      r?.deliveries === expected &&
+      r.jobs === BigInt(roundJobs) &&
+      r.keys === r.jobs &&
+      r.jobs <= r.deliveries &&
+      (c !== "match" || r.jobs > 0n) &&
+      r.unready === 0n &&
+      r.cursor === head
+    if (!ok) {
+      return yield* new RoundsCheckFailed({
+        case: c,
+        detail: `expected ${expected} deliveries, unnumbered and each with its drain row, ${roundJobs} jobs with distinct keys and cursor ${head}; found ${String(r?.deliveries)} deliveries, ${String(r?.jobs)} jobs, ${String(r?.keys)} keys, ${String(r?.unready)} subscriptions with numbered deliveries or no drain row, cursor ${String(r?.cursor)}`,
+      })
+    }
+    return { verified: true, deliveries: Number(r.deliveries) }
+  })
+
+/** Rounds back to back until caught up, each split into phases from its spans. */
+const drainRounds = (prepared: Prepared, c: Case, recorder: ReturnType<typeof RoundTrace.recorder>) =>
+  Effect.gen(function* () {
+    // The worker's options; without `oneStatement` they make the transactional round.
+    const { oneStatement, ...transactional } = WebhookFanOut.roundOptions({ batchSize: prepared.config.batchSize })
+    const round = yield* Consumer.makeRound(c === "statement" ? { ...transactional, oneStatement } : transactional)
+    let events = 0
+    let jobs = 0
+    let rounds = 0
+    const phasesMs = Object.fromEntries(RoundTrace.phaseNames.map((p) => [p, 0])) as RoundTrace.Phases
+    for (;;) {
+      const outcome = yield* round
+      const returnedAt = performance.now()
+      if (outcome._tag === "CaughtUp") return { events, jobs, rounds, phasesMs }
+      if (outcome._tag !== "Processed") return yield* Effect.die(`unexpected round outcome ${outcome._tag}`)
+      const trace = recorder.lastEnded()
+      const split = trace === undefined ? undefined : RoundTrace.phases(trace, returnedAt)
+      // A round that inserted no jobs has no jobs statement to split at: its phases are NaN.
+      for (const p of RoundTrace.phaseNames) phasesMs[p] += split?.[p] ?? Number.NaN
+      events += outcome.events
+      jobs += outcome.jobs
+      rounds++
+    }
+  }).pipe(Effect.provide(prepared.ours), Effect.withTracer(recorder.tracer))
+
+/** One run of case `c`: install, drain timed, verify. */
+const drain = (prepared: Prepared) => (c: Case, repeat: number) =>
+  Effect.gen(function* () {
+    yield* install(prepared)(c)
+    const timed = yield* Throughput.timed(drainRounds(prepared, c, RoundTrace.recorder()))
+    const { events, jobs, rounds, phasesMs } = timed.value
+    const { verified, deliveries } = yield* verify(prepared, c, jobs)
     return {
-      before,
-      head,
-      perEvent,
-      createSeconds: round3(created.seconds),
-      install,
-      drain,
-      explain,
-      explainPlainJoin,
+      repeat,
+      eventsPerSecond: Math.round(events / timed.seconds),
+      deliveriesPerSecond: Math.round(deliveries / timed.seconds),
+      jobsPerSecond: Math.round(jobs / timed.seconds),
+      rowsPerSecond: Math.round((deliveries + jobs) / timed.seconds),
+      seconds: round3(timed.seconds),
+      events,
+      deliveries,
+      jobs,
+      rounds,
+      clientCores: timed.clientCores,
+      machineBusy: timed.machineBusy,
+      phasesMsPerRound: Object.fromEntries(
+        Object.entries(phasesMs).map(([phase, ms]) => [phase, round3(ms / Math.max(1, rounds))]),
+      ),
+      verified,
+    } satisfies DrainRun
+  })
+
+/** The plan probes: how matching finds subscriptions, and the plain join it is weighed against. */
+const explainers = ({ sql, before, ours }: Prepared) => {
+  /**
+   * EXPLAIN ANALYZE of the matching CTE for the first `size` events of the backlog, with the
+   * subscriptions of the `match` case installed and analyzed.
+   */
+  const explainWith = (statement: Statement.Fragment) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<{ "QUERY PLAN": unknown }>`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`
+      const raw = rows[0]?.["QUERY PLAN"]
+      const parsed = (typeof raw === "string" ? JSON.parse(raw) : raw) as ReadonlyArray<{
+        readonly Plan: PlanNode
+        readonly "Execution Time"?: number
+      }>
+      return { ...judgePlan(parsed[0]!), plan: parsed[0]! }
+    })
+  const firstEvents = (size: number) =>
+    EventLog.pipe(
+      Effect.flatMap((l) => l.read(before, size)),
+      Effect.provide(ours),
+    )
+  const explain = (size: number) =>
+    Effect.gen(function* () {
+      const events = yield* firstEvents(size)
+      return {
+        batchEvents: events.length,
+        ...(yield* explainWith(sql`${WebhookFanOut.matched(sql, events)} SELECT seq, epoch, sub FROM matched`)),
+      }
+    })
+  /** The what-if plain join for the same events (see `matchingPlainJoin`). */
+  const explainPlainJoin = (size: number) =>
+    Effect.gen(function* () {
+      const events = yield* firstEvents(size)
+      const { plan: _, ...judged } = yield* explainWith(matchingPlainJoin(sql, events))
+      return { batchEvents: events.length, ...judged }
+    })
+  return { explain, explainPlainJoin }
+}
+
+/** Sets up subscriptions and backlog once; returns the drain of one case and the plan probe. */
+export const prepare = (config: RoundsConfig) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const createSeconds = yield* createSubscriptions(config)
+    const backlog = yield* appendBacklog(config)
+    const prepared: Prepared = { ...backlog, config, sql, perEvent: config.subscriptions / config.spaces }
+    return {
+      before: backlog.before,
+      head: backlog.head,
+      perEvent: prepared.perEvent,
+      createSeconds: round3(createSeconds),
+      install: install(prepared),
+      drain: drain(prepared),
+      ...explainers(prepared),
       cleanup: sql.unsafe(
         "DROP TABLE IF EXISTS bench_saved_subscriptions, bench_saved_subscription_spaces, bench_saved_drains",
       ),

@@ -289,7 +289,6 @@ describe("chaos verdict, each judge against its planted fault", () => {
         judgeOf("duplicates_created"),
         ({ run, kept, events }) =>
           Effect.gen(function* () {
-            const sql = yield* SqlClient.SqlClient
             const seq = String(events.find((e) => e.space === "s00" && e.actor !== principal.principal)!.seq)
             yield* finishedPushJob(kept.id, seq, "again")
             const first = run.receiver.arrivals[0]!
