@@ -27,4 +27,12 @@ const answer = ({ id, input }: Question): Answer => {
   }
 }
 
-parentPort?.on("message", (question: Question) => parentPort?.postMessage(answer(question)))
+// A body of a few hundred bytes is a view on Node's shared 8 KiB pool; cloned, the whole pool would
+// cross with it (about 35 µs a message). Copied into a buffer of its own, it is moved, not cloned.
+const post = (reply: Answer) => {
+  if (!("request" in reply) || typeof reply.request.body === "string") return parentPort?.postMessage(reply)
+  const body = new Uint8Array(reply.request.body)
+  parentPort?.postMessage({ id: reply.id, request: { ...reply.request, body } }, [body.buffer])
+}
+
+parentPort?.on("message", (question: Question) => post(answer(question)))
