@@ -34,6 +34,8 @@ export interface Plan {
   readonly p95Target: number
   readonly p95TargetVariable: string
   readonly smokeReasons: ReadonlyArray<string>
+  /** The rates of the low-rate handoff part (none when it does not run). */
+  readonly lowRates: ReadonlyArray<number>
   readonly handoff: PushHandoff.PushHandoffConfig
   readonly baseline: Omit<Handoff.HandoffConfig, "event" | "fanOut">
   readonly burst: Omit<PushBurst.PushBurstConfig, "signEach">
@@ -41,11 +43,15 @@ export interface Plan {
 
 type Repeated<A> = A & { readonly repeat: number }
 
+/** A handoff run at one of the low rates. */
+export type LowRateRun = Repeated<PushHandoff.PushHandoffResult> & { readonly rate: number }
+
 /** Every run of every part, in the order they ran. */
 export interface Runs {
   readonly ours: ReadonlyArray<Repeated<PushHandoff.PushHandoffResult>>
   readonly compared: ReadonlyArray<Repeated<PushHandoff.PushHandoffResult>>
   readonly baselines: ReadonlyArray<Repeated<Handoff.HandoffResult>>
+  readonly lowRates: ReadonlyArray<LowRateRun>
   readonly bursts: ReadonlyArray<Repeated<PushBurst.PushBurstResult>>
   readonly pieces: Effect.Success<ReturnType<typeof PushBurst.pieces>> | undefined
 }
@@ -54,7 +60,9 @@ export const flatSlopeShare = 0.01
 const pushBatchSize = pushDefaults.batchSize
 const arrivedP95Target = 100
 const claimableAimMs = 10
-const pushesPerSecondTarget = 1000
+const pushesPerSecondTarget = 2500
+/** The worker's and its backends' CPU per push, in the fan-out. */
+const cpuPerPushTargetMs = 0.4
 
 export const fixed = (n: number | undefined, digits = 1) =>
   n !== undefined && Number.isFinite(n) ? n.toFixed(digits) : "n/a"
@@ -150,6 +158,57 @@ const handoffTargets = (plan: Plan, runs: Runs, h: HandoffFigures): Array<Target
   ]
 }
 
+/** (a) at each low rate: the median of its runs' p95 over the runs that passed, and every repeat. */
+const lowRateFigures = (plan: Plan, runs: Runs) =>
+  plan.lowRates.map((rate) => {
+    const at = runs.lowRates.filter((r) => r.rate === rate)
+    const passed = at.filter((r) => r.check.passed)
+    return {
+      rate,
+      checked: allPassed(at),
+      claimable: medianQuantiles(passed.map((r) => r.jobClaimableMs)),
+      arrived: medianQuantiles(passed.map((r) => r.arrivedMs)),
+      p95Repeats: at.map((r) => r.jobClaimableMs?.p95),
+      rateHeldRuns: at.filter((r) => r.achievedEventsPerSecond >= 0.95 * rate).length,
+      runs: at.length,
+    }
+  })
+type LowRateFigures = ReturnType<typeof lowRateFigures>
+
+const lowRateTargets = (low: LowRateFigures): Array<Target> =>
+  low.map((l) =>
+    target(
+      `(a) commit to push job claimable p95 <= ${claimableAimMs} ms at ${l.rate} events/s`,
+      l.claimable.p95,
+      claimableAimMs,
+      l.checked && l.claimable.p95 <= claimableAimMs,
+    ),
+  )
+
+const lowRateRows = (low: LowRateFigures): Array<Row> =>
+  low.flatMap((l) => [
+    [
+      "(a) job claimable",
+      `p95 at ${l.rate} events/s (repeats ${l.p95Repeats.map((v) => fixed(v, 2)).join(", ")})`,
+      "ms",
+      fixed(l.claimable.p95, 2),
+      "",
+      "",
+      `<= ${claimableAimMs}`,
+    ],
+    [
+      "(b) message received",
+      `p95 at ${l.rate} events/s`,
+      "ms",
+      fixed(l.arrived.p95, 2),
+      "",
+      "",
+      `${l.checked ? "checked" : "CHECK FAILED"}, ${l.rateHeldRuns}/${l.runs} held the rate`,
+    ],
+  ])
+
+const fanOutCpuPerPush = (fanOut: FanOutFigures) => fanOut.reused.senderMsPerPush + fanOut.reused.serverMsPerPush
+
 const fanOutTargets = (runs: Runs, fanOut: FanOutFigures): Array<Target> => {
   const checked = allPassed(runs.bursts)
   return [
@@ -159,6 +218,12 @@ const fanOutTargets = (runs: Runs, fanOut: FanOutFigures): Array<Target> => {
       fanOut.reused.pushesPerSecond,
       pushesPerSecondTarget,
       checked && fanOut.reused.pushesPerSecond >= pushesPerSecondTarget,
+    ),
+    target(
+      `CPU per push <= ${cpuPerPushTargetMs} ms (fan-out, reused token: sender and PostgreSQL)`,
+      fanOutCpuPerPush(fanOut),
+      cpuPerPushTargetMs,
+      checked && fanOutCpuPerPush(fanOut) <= cpuPerPushTargetMs,
     ),
   ]
 }
@@ -322,6 +387,14 @@ const fanOutRows = (plan: Plan, runs: Runs, fanOut: FanOutFigures): Array<Row> =
       ...vs(fanOut.reused.serverMsPerPush, fanOut.signEach.serverMsPerPush),
       "",
     ],
+    [
+      "fan-out cpu",
+      "sender and PostgreSQL per push, reused token",
+      "ms",
+      fixed(fanOutCpuPerPush(fanOut), 3),
+      ...vs(fanOutCpuPerPush(fanOut), fanOut.signEach.senderMsPerPush + fanOut.signEach.serverMsPerPush),
+      `<= ${cpuPerPushTargetMs}`,
+    ],
     ["fan-out", "commit to all jobs claimable", "ms", fixed(fanOut.reused.commitToJobsClaimableMs), "", "", ""],
     [
       "diag: fan-out",
@@ -406,7 +479,14 @@ const conditions = (plan: Plan) => {
   }
 }
 
-const results = (plan: Plan, runs: Runs, h: HandoffFigures | undefined, fanOut: FanOutFigures | undefined) => ({
+const results = (
+  plan: Plan,
+  runs: Runs,
+  h: HandoffFigures | undefined,
+  low: LowRateFigures,
+  fanOut: FanOutFigures | undefined,
+) => ({
+  lowRates: low.length === 0 ? undefined : { median: low, runs: runs.lowRates },
   handoff:
     h === undefined || runs.ours.length === 0
       ? undefined
@@ -445,18 +525,21 @@ const baseline = (runs: Runs) => ({
 export const report = (plan: Plan, runs: Runs): Report => {
   const handoff = plan.parts.has("handoff") ? handoffFigures(plan, runs) : undefined
   const fanOut = fanOutFigures(runs)
+  const low = lowRateFigures(plan, runs)
   return {
     conditions: conditions(plan),
-    results: results(plan, runs, handoff, fanOut),
+    results: results(plan, runs, handoff, low, fanOut),
     baseline: baseline(runs),
     targets: [
       ...(handoff === undefined ? [] : handoffTargets(plan, runs, handoff)),
+      ...lowRateTargets(low),
       ...(fanOut === undefined ? [] : fanOutTargets(runs, fanOut)),
     ],
     table: {
       columns: ["measure", "case", "unit", "value", "baseline", "value/baseline", "target"],
       rows: [
         ...(handoff === undefined ? [] : [...latencyRows(plan, runs, handoff), ...handoffRunRows(plan, runs, handoff)]),
+        ...lowRateRows(low),
         ...(fanOut === undefined ? [] : fanOutRows(plan, runs, fanOut)),
       ],
     },
