@@ -34,6 +34,7 @@ import { Permissions, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
 import { Ledger } from "./PushBatch.ts"
 import { PushConfig } from "./PushConfig.ts"
+import type * as PushEncryption from "./PushEncryption.ts"
 import { asBatch, BatchArgs, type DeliverArgs, deliverKind, LegacyArgs, legacyDeliverKind } from "./PushJob.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import * as PushProgress from "./PushProgress.ts"
@@ -62,7 +63,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
   const config = yield* PushConfig
   const permissions = yield* Permissions
   const sql = yield* SqlClient.SqlClient
-  const { send, ttlLeft } = yield* PushSend.make(options)
+  const { prepare, send, ttlLeft } = yield* PushSend.make(options)
   const inFlight = yield* Semaphore.make(config.maxInFlight)
 
   /** Each principal's right: from SQL where it answered, else asked here in one call, once per principal. */
@@ -83,13 +84,13 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
     })
 
   /** One registration of the attempt, from its row to its settling (or not). */
-  const deliverOne = (attempt: PushSend.Attempt, t: Target) =>
+  const deliverOne = (attempt: PushSend.Attempt, t: Target, build: PushEncryption.Build | undefined) =>
     Effect.gen(function* () {
       const { ledger, event } = attempt
       if (t.endpoint === null) {
         yield* PushMetrics.count("unregistered")
         ledger.settle(t.registration)
-      } else if (attempt.rights.get(t.principal!) !== true) {
+      } else if (build === undefined || attempt.rights.get(t.principal!) !== true) {
         yield* PushMetrics.count("denied")
         ledger.die(t.registration, `${t.principal} lacks ${pushDeliver} on space ${event.space}`)
       } else {
@@ -101,7 +102,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
             // Its push service asked this attempt to wait: the registration waits with it, unsent.
             if (ledger.isThrottled(origin))
               return Effect.sync(() => ledger.throttle(origin, t.registration, Duration.zero))
-            return send(attempt, { ...t, endpoint }, origin)
+            return send(attempt, { ...t, endpoint }, origin, build)
           }),
         )
       }
@@ -148,7 +149,12 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
     const ledger = new Ledger(args.registrations)
     const progress = yield* PushProgress.make(sql, job, args, ledger)
     const attempt: PushSend.Attempt = { args, event, rights, ledger, progress }
-    yield* Effect.forEach(targets, (t) => deliverOne(attempt, t), {
+    const sendable = targets.flatMap(
+      (t): Array<PushSend.Sendable> =>
+        t.endpoint !== null && rights.get(t.principal!) === true ? [{ ...t, endpoint: t.endpoint }] : [],
+    )
+    const built = yield* prepare(attempt, sendable)
+    yield* Effect.forEach(targets, (t) => deliverOne(attempt, t, built.get(t.registration)), {
       concurrency: "unbounded",
       discard: true,
     }).pipe(Effect.onInterrupt(() => progress.lastWord))

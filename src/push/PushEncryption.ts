@@ -18,11 +18,19 @@
 import { Worker } from "node:worker_threads"
 import { Effect, type Scope } from "effect"
 import type { SendRequest } from "../outbound/OutboundSender.ts"
-import type { Answer } from "./PushEncryptionThread.ts"
+import type { Answer, Built } from "./PushEncryptionProtocol.ts"
 import * as PushRequest from "./PushRequest.ts"
 
+export type Build = Effect.Effect<SendRequest, PushRequest.PushPayloadTooLarge>
+
 export interface PushEncryption {
-  readonly build: (input: PushRequest.PushRequestInput) => Effect.Effect<SendRequest, PushRequest.PushPayloadTooLarge>
+  readonly build: (input: PushRequest.PushRequestInput) => Build
+  /**
+   * Many messages in one go (a batch's), split across the threads in a message each: a message
+   * to a thread and back costs as much as an encryption, so a batch pays it once per thread. Each
+   * input's outcome is its own effect, in order.
+   */
+  readonly buildMany: (inputs: ReadonlyArray<PushRequest.PushRequestInput>) => Effect.Effect<ReadonlyArray<Build>>
 }
 
 /** A defect of encryption: a key was refused (`PushEncryptionRecord.PushKeyRefused`), or the thread died with the message in hand. */
@@ -62,12 +70,18 @@ const start = (slot: Slot, thread: URL) => {
   return worker
 }
 
-const answered = (answer: Answer): Effect.Effect<SendRequest, PushRequest.PushPayloadTooLarge> =>
-  "request" in answer
-    ? Effect.succeed(answer.request)
-    : "tooLarge" in answer
-      ? Effect.fail(new PushRequest.PushPayloadTooLarge(answer.tooLarge))
-      : Effect.die(new PushEncryptionDefect(answer.defect))
+const answered = (built: Built): Build =>
+  "request" in built
+    ? Effect.succeed(built.request)
+    : "tooLarge" in built
+      ? Effect.fail(new PushRequest.PushPayloadTooLarge(built.tooLarge))
+      : Effect.die(new PushEncryptionDefect(built.defect))
+
+/** `inputs` cut into at most `parts` runs of nearly equal length, in order. */
+const split = <A>(inputs: ReadonlyArray<A>, parts: number): Array<ReadonlyArray<A>> => {
+  const size = Math.ceil(inputs.length / Math.max(1, parts))
+  return Array.from({ length: Math.ceil(inputs.length / size) }, (_, k) => inputs.slice(k * size, (k + 1) * size))
+}
 
 /**
  * `threads` encryption threads for the scope's lifetime (0: encrypt on the caller's thread).
@@ -78,28 +92,44 @@ export const make = (
   thread: URL = defaultThread,
 ): Effect.Effect<PushEncryption, never, Scope.Scope> =>
   threads <= 0
-    ? Effect.succeed({ build: PushRequest.build })
+    ? Effect.succeed({
+        build: PushRequest.build,
+        buildMany: (inputs) => Effect.succeed(inputs.map((input) => PushRequest.build(input))),
+      })
     : Effect.gen(function* () {
         const slots: Array<Slot> = Array.from({ length: threads }, () => ({ worker: undefined, waiting: new Map() }))
         yield* Effect.addFinalizer(() =>
           Effect.promise(() => Promise.all(slots.map((slot) => slot.worker?.terminate()))).pipe(Effect.ignore),
         )
         let next = 0
-        const build = (input: PushRequest.PushRequestInput) =>
-          Effect.withSpan(
-            Effect.flatMap(
-              Effect.callback<Answer>((resume) => {
-                // The least busy thread, so one slow message does not queue others behind it.
-                const slot = slots.reduce((a, b) => (b.waiting.size < a.waiting.size ? b : a))
-                const worker = slot.worker ?? start(slot, thread)
-                const id = next++
-                slot.waiting.set(id, (answer) => resume(Effect.succeed(answer)))
-                worker.postMessage({ id, input })
-                return Effect.sync(() => slot.waiting.delete(id))
-              }),
-              answered,
-            ),
-            "PushEncryption.build",
-          )
-        return { build }
+        const ask = (inputs: ReadonlyArray<PushRequest.PushRequestInput>) =>
+          Effect.callback<ReadonlyArray<Build>>((resume) => {
+            // The least busy thread, so one slow question does not queue others behind it.
+            const slot = slots.reduce((a, b) => (b.waiting.size < a.waiting.size ? b : a))
+            const worker = slot.worker ?? start(slot, thread)
+            const id = next++
+            slot.waiting.set(id, (answer: Answer) =>
+              resume(
+                Effect.succeed(
+                  "built" in answer
+                    ? answer.built.map(answered)
+                    : inputs.map(() => answered({ defect: answer.defect })),
+                ),
+              ),
+            )
+            worker.postMessage({ id, inputs })
+            return Effect.sync(() => slot.waiting.delete(id))
+          })
+        const buildMany = (inputs: ReadonlyArray<PushRequest.PushRequestInput>) =>
+          inputs.length === 0
+            ? Effect.succeed([])
+            : Effect.withSpan(
+                Effect.map(Effect.all(split(inputs, threads).map(ask), { concurrency: "unbounded" }), (parts) =>
+                  parts.flat(),
+                ),
+                "PushEncryption.buildMany",
+                { attributes: { messages: inputs.length } },
+              )
+        const build = (input: PushRequest.PushRequestInput) => Effect.flatMap(buildMany([input]), ([built]) => built!)
+        return { build, buildMany }
       })

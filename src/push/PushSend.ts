@@ -18,6 +18,7 @@ import * as PushMessageKey from "./PushMessageKey.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import * as PushOutcome from "./PushOutcome.ts"
 import type * as PushProgress from "./PushProgress.ts"
+import type * as PushRequest from "./PushRequest.ts"
 import type { Target, TargetEvent } from "./PushTargets.ts"
 import * as PushVapid from "./PushVapid.ts"
 
@@ -28,6 +29,11 @@ export const sendLimits: Partial<OutboundSender.SendLimits> = {
   maxRequestBytes: 8 * 1024,
   maxResponseBytes: 2000,
 }
+
+/** A registration that gets a request: it has an endpoint (and so its keys). */
+export type Sendable = Target & { readonly endpoint: string }
+
+const ttlSecondsOf = (leftMillis: number) => Math.max(0, Math.ceil(leftMillis / 1000))
 
 /** One attempt's view of its batch: the event, the time left of its TTL, and the rights asked. */
 export interface Attempt {
@@ -65,36 +71,50 @@ export const make = Effect.fnUntraced(function* (options: { readonly tokens?: Pu
   const ttlLeft = (event: TargetEvent) =>
     Effect.map(Clock.currentTimeMillis, (now) => ttlMillis - (now - event.occurredAt.getTime()))
 
-  /** The request to one registration, sent, and what its answer makes of it. */
-  const send = (attempt: Attempt, t: Target & { readonly endpoint: string }, origin: string) =>
-    Effect.gen(function* () {
-      const { event, ledger, args } = attempt
-      const left = yield* ttlLeft(event)
+  /** What one registration's message is made of: its envelope, its keys, its headers. */
+  const inputOf = (attempt: Attempt, t: Sendable, origin: string, left: number) =>
+    Effect.map(tokens.authorization(origin), (authorization): PushRequest.PushRequestInput => {
+      const { event, args } = attempt
       const key = PushMessageKey.make(event.epoch, t.registration, BigInt(args.seq))
-      const payload = PushEnvelope.body({ key, ...event, seq: BigInt(args.seq) })
-      const request = yield* encryption
-        .build({
-          endpoint: t.endpoint,
-          p256dh: t.p256dh!,
-          auth: t.auth!,
-          payload,
-          ttlSeconds: Math.max(0, Math.ceil(left / 1000)),
-          urgency: "normal",
-          topic: PushMessageKey.topic(key),
-          authorization: yield* tokens.authorization(origin),
-        })
-        .pipe(
-          Effect.catchTag("PushPayloadTooLarge", (e) =>
-            Effect.as(
-              Effect.andThen(
-                PushMetrics.count("payload_too_large"),
-                Effect.sync(() => ledger.die(t.registration, e.message)),
-              ),
-              undefined,
+      return {
+        endpoint: t.endpoint,
+        p256dh: t.p256dh!,
+        auth: t.auth!,
+        payload: PushEnvelope.body({ key, ...event, seq: BigInt(args.seq) }),
+        ttlSeconds: ttlSecondsOf(left),
+        urgency: "normal",
+        topic: PushMessageKey.topic(key),
+        authorization,
+      }
+    })
+
+  /** The requests of an attempt's registrations, built in one go (`PushEncryption.buildMany`). */
+  const prepare = (attempt: Attempt, targets: ReadonlyArray<Sendable>) =>
+    Effect.gen(function* () {
+      const left = yield* ttlLeft(attempt.event)
+      const inputs = yield* Effect.forEach(targets, (t) => inputOf(attempt, t, new URL(t.endpoint).origin, left))
+      const built = yield* encryption.buildMany(inputs)
+      return new Map(targets.map((t, i) => [t.registration, built[i]!] as const))
+    })
+
+  /** The request to one registration (`prepare`'s), sent, and what its answer makes of it. */
+  const send = (attempt: Attempt, t: Sendable, origin: string, build: PushEncryption.Build) =>
+    Effect.gen(function* () {
+      const { event, ledger } = attempt
+      const built = yield* build.pipe(
+        Effect.catchTag("PushPayloadTooLarge", (e) =>
+          Effect.as(
+            Effect.andThen(
+              PushMetrics.count("payload_too_large"),
+              Effect.sync(() => ledger.die(t.registration, e.message)),
             ),
+            undefined,
           ),
-        )
-      if (request === undefined) return
+        ),
+      )
+      if (built === undefined) return
+      // The TTL as it stands when the request leaves, not when the batch was encrypted.
+      const request = { ...built, headers: { ...built.headers, TTL: String(ttlSecondsOf(yield* ttlLeft(event))) } }
       const result = yield* OutboundSender.send(request, config.policy, sendLimits, connections)
       const answered = yield* Clock.currentTimeMillis
       const verdict = PushOutcome.classify(result, answered)
@@ -126,5 +146,5 @@ export const make = Effect.fnUntraced(function* (options: { readonly tokens?: Pu
       }
     })
 
-  return { send, ttlLeft }
+  return { prepare, send, ttlLeft }
 })

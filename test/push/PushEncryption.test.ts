@@ -92,4 +92,30 @@ describe("PushEncryption", () => {
       assert.strictEqual((yield* service.take(1))[0]?.plaintext, `{"inline":1}`)
     }).pipe(Effect.scoped),
   )
+
+  for (const threads of [2, 0]) {
+    it.live(
+      `PushEncryptionBuildsABatch: with ${threads} threads, a batch of 25 with a too-large message and a refused key among them gives each input its own outcome, in order, and the others decrypt`,
+      () =>
+        Effect.gen(function* () {
+          const { service, input } = yield* world
+          const encryption = yield* PushEncryption.make(threads)
+          const inputs = Array.from({ length: 25 }, (_, i) =>
+            i === 7 ? input("x".repeat(3001)) : i === 18 ? { ...input("{}"), p256dh: "AAAA" } : input(`{"n":${i}}`),
+          )
+          const built = yield* encryption.buildMany(inputs)
+          assert.strictEqual(built.length, 25)
+          const tooLarge = yield* Effect.flip(built[7]!)
+          assert.strictEqual(tooLarge._tag, "PushPayloadTooLarge")
+          assert.instanceOf(defectOf(yield* Effect.exit(built[18]!)), Error)
+          const sent = built.flatMap((b, i) => (i === 7 || i === 18 ? [] : [b]))
+          for (const b of sent) assert.strictEqual((yield* send(yield* b, policy)).status, 201)
+          const got = yield* service.take(sent.length)
+          assert.deepStrictEqual(
+            got.map((m) => m.plaintext),
+            inputs.flatMap((x, i) => (i === 7 || i === 18 ? [] : [x.payload])),
+          )
+        }).pipe(Effect.scoped),
+    )
+  }
 })
