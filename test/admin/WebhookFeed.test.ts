@@ -25,7 +25,7 @@ const auth = AdminAuth.make((request) => {
 /** Payloads whose JSON text a careless rebuild would change: key order, numbers, escapes, non-ASCII. */
 const payloads = [
   { z: 1, a: 2, nested: { b: [3, 2, 1], a: null } },
-  { price: 1.5, big: 12345678901234567890, tiny: 1e-7, whole: 10.0 },
+  { price: 1.5, big: 2 ** 70, tiny: 1e-7, whole: 10.0 },
   { text: 'quote " backslash \\ newline \n tab \t', unicode: "grüße 🌍 \u2028 \u0007" },
   { empty: {}, list: [], flag: false },
   "a bare string",
