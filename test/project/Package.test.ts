@@ -345,22 +345,27 @@ layer(PackedTarball.layer, { excludeTestServices: true })("Package", (it) => {
   )
 
   it.effect(
-    "ApiReportIsCurrent: etc/bothy.api.md matches the public surface of the built declarations",
+    "ApiReportIsCurrent: etc/bothy.api.md and etc/bothy-receiver.api.md match the public surface of the built declarations of each entry",
     () =>
       Effect.gen(function* () {
-        // Without --local, API Extractor fails when the report it writes differs from the committed one.
-        const checked = yield* run(
-          "api-extractor run",
-          join(root, "node_modules", ".bin", "api-extractor"),
-          ["run", "--config", join(root, "etc", "api-extractor.json")],
-          { cwd: root },
-        ).pipe(Effect.result)
-        assert.isTrue(
-          checked._tag === "Success",
-          checked._tag === "Failure"
-            ? `the public surface changed: run \`npm run api\` and commit etc/bothy.api.md\n${checked.failure.detail}`
-            : "",
-        )
+        for (const [config, report] of [
+          ["api-extractor.json", "etc/bothy.api.md"],
+          ["api-extractor-receiver.json", "etc/bothy-receiver.api.md"],
+        ] as const) {
+          // Without --local, API Extractor fails when the report it writes differs from the committed one.
+          const checked = yield* run(
+            `api-extractor run (${config})`,
+            join(root, "node_modules", ".bin", "api-extractor"),
+            ["run", "--config", join(root, "etc", config)],
+            { cwd: root },
+          ).pipe(Effect.result)
+          assert.isTrue(
+            checked._tag === "Success",
+            checked._tag === "Failure"
+              ? `the public surface changed: run \`npm run api\` and commit ${report}\n${checked.failure.detail}`
+              : "",
+          )
+        }
       }),
     120_000,
   )
