@@ -50,14 +50,14 @@ interface Row {
  * bound is `after`'s sequence unless the delivery at or below it is of a later epoch (a restore
  * undid what the receiver saw): then the read starts from the bottom and the row comparison skips.
  */
-const pageStatement = (sql: SqlClient.SqlClient, subscriptionId: string, after: FeedWire.Position, limit: number) =>
+export const pageStatement = (sql: SqlClient.SqlClient, subscriptionId: string, after: FeedWire.Position, limit: number) =>
   sql<Row>`
     WITH bound AS (
       SELECT CASE WHEN coalesce((
         SELECT epoch FROM webhook_deliveries
-        WHERE subscription_id = ${subscriptionId}::uuid AND sequence <= ${after.sequence}
+        WHERE subscription_id = ${subscriptionId}::uuid AND sequence <= ${after.sequence}::bigint
         ORDER BY sequence DESC LIMIT 1
-      ) > ${after.epoch}, false) THEN 0 ELSE ${after.sequence} END AS above
+      ) > ${after.epoch}::int, false) THEN 0::bigint ELSE ${after.sequence}::bigint END AS above
     )
     SELECT d.epoch, d.sequence, d.attempts, d.state, d.dead_reason AS "deadReason", e.seq IS NOT NULL AS present,
            e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.payload,
@@ -66,7 +66,7 @@ const pageStatement = (sql: SqlClient.SqlClient, subscriptionId: string, after: 
     FROM (
       SELECT * FROM webhook_deliveries
       WHERE subscription_id = ${subscriptionId}::uuid AND sequence > (SELECT above FROM bound)
-        AND (epoch, sequence) > (${after.epoch}, ${after.sequence})
+        AND (epoch, sequence) > (${after.epoch}::int, ${after.sequence}::bigint)
       ORDER BY sequence LIMIT ${limit}
     ) AS d
     LEFT JOIN ${eventAt(sql, sql`d.event_seq`, sql`d.event_at`)}
@@ -78,7 +78,7 @@ const lowestAfter = (sql: SqlClient.SqlClient, subscriptionId: string, after: Fe
     sql<{ epoch: number; sequence: bigint }>`
       SELECT epoch, sequence FROM webhook_deliveries
       WHERE subscription_id = ${subscriptionId}::uuid AND sequence IS NOT NULL AND attempts > 0
-        AND (epoch, sequence) > (${after.epoch}, ${after.sequence}) AND event_seq >= ${oldestSeq(sql)}
+        AND (epoch, sequence) > (${after.epoch}::int, ${after.sequence}::bigint) AND event_seq >= ${oldestSeq(sql)}
       ORDER BY sequence LIMIT 1`,
     (rows): FeedWire.Position | undefined => rows[0],
   )
