@@ -32,6 +32,21 @@ const payloads = [
   [1, "two", { three: 3 }],
 ]
 
+/**
+ * Drainers, a receiver answering 204, the admin API with `auth`, and a subscription of alice's on
+ * `space` pushing to that receiver.
+ */
+const started = (space: string) =>
+  Effect.gen(function* () {
+    const signals = yield* TestWebhooks.signals
+    const receiver = yield* WebhookReceiver.start(() => ({ status: 204 }))
+    yield* TestWebhooks.startDrainers(signals)
+    const base = yield* TestAdmin.serve(auth)
+    const alice = TestAdmin.client(base, { token: "alice-token" })
+    const { id, secret } = yield* TestWebhooks.subscribe("alice", receiver.url("/alice"), [space])
+    return { signals, receiver, base, alice, id, secret }
+  })
+
 /** The feed of `id` after `after` (none: from the start), as `api` reads it. */
 const feedOf = (api: ReturnType<typeof TestAdmin.client>, id: string, query = "") =>
   api.get(`/v1/subscriptions/${id}/feed${query}`)
@@ -41,12 +56,7 @@ layer(TestWebhooks.layer({ retrySteps: [Duration.hours(1)] }), { excludeTestServ
     "FeedReturnsWhatWasPushed: the feed holds the pushes' ids and bodies byte for byte, in sequence order, with the webhook-timestamp they were signed with",
     () =>
       Effect.gen(function* () {
-        const signals = yield* TestWebhooks.signals
-        const receiver = yield* WebhookReceiver.start(() => ({ status: 204 }))
-        yield* TestWebhooks.startDrainers(signals)
-        const base = yield* TestAdmin.serve(auth)
-        const alice = TestAdmin.client(base, { token: "alice-token" })
-        const { id, secret } = yield* TestWebhooks.subscribe("alice", receiver.url("/alice"), ["space-push"])
+        const { signals, receiver, alice, id, secret } = yield* started("space-push")
         for (const payload of payloads) yield* TestWebhooks.append("space-push", payload)
         yield* TestWebhooks.round()
 
@@ -104,12 +114,7 @@ layer(TestWebhooks.layer({ retrySteps: [Duration.hours(1)] }), { excludeTestServ
     "FeedPastRetentionIs410: once the delivery history right after a position is removed, the feed answers 410 with the lowest position it still holds",
     () =>
       Effect.gen(function* () {
-        const signals = yield* TestWebhooks.signals
-        const receiver = yield* WebhookReceiver.start(() => ({ status: 204 }))
-        yield* TestWebhooks.startDrainers(signals)
-        const base = yield* TestAdmin.serve(auth)
-        const alice = TestAdmin.client(base, { token: "alice-token" })
-        const { id } = yield* TestWebhooks.subscribe("alice", receiver.url("/alice"), ["space-410"])
+        const { signals, receiver, alice, id } = yield* started("space-410")
         const settled = (n: number) =>
           signals.until(Effect.map(feedOf(alice, id, "?after=0.0"), (page) => page.body.items?.length === n))
 
@@ -146,14 +151,9 @@ layer(TestWebhooks.layer({ retrySteps: [Duration.hours(1)] }), { excludeTestServ
     "FeedIsOwnerScoped: the owner and the operator read a subscription's feed; another principal gets a 404, no caller a 401; bad input is a 400 naming the parameter",
     () =>
       Effect.gen(function* () {
-        const signals = yield* TestWebhooks.signals
-        const receiver = yield* WebhookReceiver.start(() => ({ status: 204 }))
-        yield* TestWebhooks.startDrainers(signals)
-        const base = yield* TestAdmin.serve(auth)
-        const alice = TestAdmin.client(base, { token: "alice-token" })
+        const { signals, receiver, base, alice, id } = yield* started("space-owner")
         const bob = TestAdmin.client(base, { token: "bob-token" })
         const op = TestAdmin.client(base, { token: "operator-token" })
-        const { id } = yield* TestWebhooks.subscribe("alice", receiver.url("/alice"), ["space-owner"])
         yield* TestWebhooks.append("space-owner", { secret: "alice's" })
         yield* TestWebhooks.round()
         yield* signals.until(Effect.map(feedOf(alice, id), (page) => page.body.items?.length === 1))
