@@ -4,13 +4,18 @@
  * is handed. Real drainers push to it; the feed is the admin API's, read over HTTP with the owner's
  * token.
  */
-import { assert, layer } from "@effect/vitest"
+import { randomUUID } from "node:crypto"
+import { assert, it, layer } from "@effect/vitest"
 import { Duration, Effect, Queue, Redacted, Result } from "effect"
 import { FetchHttpClient } from "effect/http"
+import { inject } from "vitest"
 import { AdminAuth, principal, Unauthenticated } from "../../src/admin/AdminAuth.ts"
 import * as LoopbackEndpoint from "../../src/demo/LoopbackEndpoint.ts"
+import * as RestoreFinalize from "../../src/ops/RestoreFinalize.ts"
 import * as Receiver from "../../src/receiver/Receiver.ts"
+import * as ReceiverStore from "../../src/receiver/ReceiverStore.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
+import { adminSql } from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 const auth = AdminAuth.make((request) =>
@@ -120,4 +125,101 @@ layer(TestWebhooks.layer({ retrySteps: [Duration.millis(200)] }), { excludeTestS
         }),
     )
   },
+)
+
+/**
+ * An endpoint that hands every push to the kit of the moment and answers what it says; a push whose
+ * `<epoch>.<sequence>` is in `lose` is answered 204 the first time and never shown to the kit.
+ */
+const kitEndpoint = (current: () => Receiver.Receiver<never, never>, lose: Set<string>) =>
+  LoopbackEndpoint.listen(({ request, response, body }) => {
+    const headers = Object.fromEntries(
+      Object.entries(request.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(",") : String(v)]),
+    )
+    const [, epoch, sequence] = /^msg_([0-9]+)_.+_([0-9]+)$/.exec(headers["webhook-id"] ?? "") ?? []
+    if (lose.delete(`${epoch}.${sequence}`)) {
+      response.writeHead(204).end()
+      return
+    }
+    void Effect.runPromise(
+      current()
+        .receive({ headers, body: body.toString("utf8") })
+        .pipe(Effect.result, Effect.provide(FetchHttpClient.layer)),
+    ).then((result) => {
+      response.writeHead(Receiver.statusOf(Result.isSuccess(result) ? result.success : result.failure)).end()
+    })
+  })
+
+it.live(
+  "ReceiverKitCrossesARestore: after a restore the new epoch numbers on from the backup's, below the kit's position; the kit asks the feed where the epoch begins (its first message lost) and hands the new messages over once, in order",
+  () =>
+    Effect.gen(function* () {
+      const db = `t_kit_restore_${randomUUID().replaceAll("-", "")}`
+      const backup = `${db}_backup`
+      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${db}" TEMPLATE "${inject("pgTemplate")}"`), () =>
+        Effect.all([
+          adminSql(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`),
+          adminSql(`DROP DATABASE IF EXISTS "${backup}" WITH (FORCE)`),
+        ]).pipe(Effect.ignore),
+      )
+      const onDb = TestWebhooks.layerAt(db, { secretKey: TestWebhooks.secretKey(), retrySteps: [Duration.millis(200)] })
+      const app = yield* Queue.unbounded<Receiver.Message>()
+      // What the receiver remembers outlives each kit (and the database's history).
+      const store = ReceiverStore.memory()
+      let kit: Receiver.Receiver<never, never> | undefined
+      const lose = new Set<string>()
+      const endpoint = yield* kitEndpoint(() => kit!, lose)
+      const sub = yield* TestWebhooks.subscribe("alice", `${endpoint.origin}/hooks`, ["space-restore"]).pipe(
+        Effect.provide(onDb),
+      )
+      const take = (n: number) =>
+        Effect.forEach(Array.from({ length: n }), () => Queue.take(app).pipe(Effect.timeout("60 seconds")))
+
+      /** A phase on the database as it is now: drainers, the admin API, a kit on it; `n` events from `from`. */
+      const phase = (from: number, n: number) =>
+        Effect.gen(function* () {
+          const signals = yield* TestWebhooks.signals
+          yield* TestWebhooks.startDrainers(signals)
+          const base = yield* TestAdmin.serve(auth)
+          kit = yield* Receiver.make({
+            secrets: [sub.secret],
+            feed: { url: base, token: Redacted.make("alice-token") },
+            store,
+            handle: (message) => Queue.offer(app, message).pipe(Effect.asVoid),
+          })
+          for (let i = from; i < from + n; i++) yield* TestWebhooks.append("space-restore", { i })
+          yield* TestWebhooks.round()
+          const handed = yield* take(n)
+          yield* TestWebhooks.deliveredThrough(signals, sub.id, from + n - 1)
+          return handed
+        }).pipe(Effect.scoped, Effect.provide(onDb))
+
+      const before = yield* phase(0, 2)
+      yield* adminSql(`CREATE DATABASE "${backup}" TEMPLATE "${db}"`)
+      const lost = yield* phase(2, 2)
+      const seen = [...before, ...lost]
+      const oldEpoch = seen[0]!.epoch
+      assert.deepStrictEqual(
+        seen.map((m) => [m.epoch, m.sequence, m.envelope.data]),
+        [0, 1, 2, 3].map((i) => [oldEpoch, BigInt(i + 1), { i }]),
+      )
+
+      // The restore undoes 2 and 3; the new epoch numbers 4 and 5 as 3 and 4, below the kit's position,
+      // and the endpoint loses the new epoch's first message: only the feed can say where it begins.
+      yield* adminSql(`DROP DATABASE "${db}" WITH (FORCE)`)
+      yield* adminSql(`CREATE DATABASE "${db}" TEMPLATE "${backup}"`)
+      const finalized = yield* RestoreFinalize.finalize().pipe(Effect.provide(onDb))
+      assert.notStrictEqual(finalized.epoch, oldEpoch)
+      lose.add(`${finalized.epoch}.3`)
+      const after = yield* phase(4, 2)
+      assert.deepStrictEqual(
+        after.map((m) => [m.epoch, m.sequence, m.envelope.data, m.source]),
+        [
+          [finalized.epoch, 3n, { i: 4 }, "feed"],
+          [finalized.epoch, 4n, { i: 5 }, "push"],
+        ],
+      )
+      assert.strictEqual(yield* Queue.size(app), 0, "nothing handed over twice")
+    }).pipe(Effect.scoped),
+  120_000,
 )
