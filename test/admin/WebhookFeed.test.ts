@@ -7,8 +7,10 @@ import { createHmac } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Redacted } from "effect"
 import { AdminAuth, operator, principal, Unauthenticated } from "../../src/admin/AdminAuth.ts"
+import * as Retention from "../../src/log/Retention.ts"
 import * as DeliveryHistory from "../../src/webhooks/subscriptions/DeliveryHistory.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
+import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
@@ -195,3 +197,34 @@ layer(TestWebhooks.layer({ retrySteps: [Duration.hours(1)] }), { excludeTestServ
       }),
   )
 })
+
+// Its own database: events appended at past times must come before any appended now.
+layer(TestWebhooks.layer({ retrySteps: [Duration.hours(1)] }), { excludeTestServices: true })(
+  "the pull feed, past the log's retention",
+  (it) => {
+    it.effect(
+      "FeedPastRetentionIs410: once the events of the first messages left the log (retention dropped their days), the feed answers 410 with the lowest position whose event it still holds",
+      () =>
+        Effect.gen(function* () {
+          const now = Date.now()
+          yield* days(now - 12 * dayMillis, 12)
+          const { signals, receiver, alice, id } = yield* started("space-aged")
+          yield* appendAt([now - 11 * dayMillis, now - 10 * dayMillis, now - dayMillis], "space-aged")
+          yield* TestWebhooks.round()
+          yield* signals.until(Effect.map(feedOf(alice, id), (page) => page.body.items?.length === 3))
+          const epoch = JSON.parse(receiver.log[0]!.body).epoch as number
+
+          const run = yield* Retention.run({ retention: Duration.days(7), dropPause: Duration.zero })
+          assert.isAtLeast(run.dropped.length, 2)
+          const gone = yield* feedOf(alice, id, `?after=${epoch}.0`)
+          assert.strictEqual(gone.status, 410, JSON.stringify(gone.body))
+          assert.deepStrictEqual([gone.body._tag, gone.body.lowest], ["FeedPastRetention", `${epoch}.3`])
+          const held = yield* feedOf(alice, id)
+          assert.deepStrictEqual(
+            held.body.items.map((e: { body: string }) => e.body),
+            [receiver.log[2]!.body],
+          )
+        }),
+    )
+  },
+)
