@@ -56,7 +56,10 @@ export const FeedEntry = Schema.Struct({
   epoch: Schema.Int,
   /** The subscription's number, as a decimal string (an int8). */
   sequence: Schema.String,
-  /** The `webhook-timestamp` of its first request (Unix seconds); a re-send carries its own. */
+  /**
+   * The `webhook-timestamp` of its first request (Unix seconds); a re-send carries its own. For a
+   * request a stopped worker left unrecorded, the time it was found in doubt.
+   */
   timestamp: Schema.NullOr(Schema.String),
   /**
    * The request body exactly as it was sent (verify or parse this string, never a re-serialised
