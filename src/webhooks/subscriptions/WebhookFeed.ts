@@ -50,7 +50,12 @@ interface Row {
  * bound is `after`'s sequence unless the delivery at or below it is of a later epoch (a restore
  * undid what the receiver saw): then the read starts from the bottom and the row comparison skips.
  */
-export const pageStatement = (sql: SqlClient.SqlClient, subscriptionId: string, after: FeedWire.Position, limit: number) =>
+export const pageStatement = (
+  sql: SqlClient.SqlClient,
+  subscriptionId: string,
+  after: FeedWire.Position,
+  limit: number,
+) =>
   sql<Row>`
     WITH bound AS (
       SELECT CASE WHEN coalesce((
