@@ -4,18 +4,16 @@
  * is handed. Real drainers push to it; the feed is the admin API's, read over HTTP with the owner's
  * token.
  */
-import { randomUUID } from "node:crypto"
 import { assert, it, layer } from "@effect/vitest"
 import { Duration, Effect, Queue, Redacted, Result } from "effect"
 import { FetchHttpClient } from "effect/http"
-import { inject } from "vitest"
 import { AdminAuth, principal, Unauthenticated } from "../../src/admin/AdminAuth.ts"
 import * as LoopbackEndpoint from "../../src/demo/LoopbackEndpoint.ts"
 import * as RestoreFinalize from "../../src/ops/RestoreFinalize.ts"
 import * as Receiver from "../../src/receiver/Receiver.ts"
 import * as ReceiverStore from "../../src/receiver/ReceiverStore.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
-import { adminSql } from "../support/TestDatabase.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 const auth = AdminAuth.make((request) =>
@@ -154,15 +152,11 @@ it.live(
   "ReceiverKitCrossesARestore: after a restore the new epoch numbers on from the backup's, below the kit's position; the kit asks the feed where the epoch begins (its first message lost) and hands the new messages over once, in order",
   () =>
     Effect.gen(function* () {
-      const db = `t_kit_restore_${randomUUID().replaceAll("-", "")}`
-      const backup = `${db}_backup`
-      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${db}" TEMPLATE "${inject("pgTemplate")}"`), () =>
-        Effect.all([
-          adminSql(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`),
-          adminSql(`DROP DATABASE IF EXISTS "${backup}" WITH (FORCE)`),
-        ]).pipe(Effect.ignore),
-      )
-      const onDb = TestWebhooks.layerAt(db, { secretKey: TestWebhooks.secretKey(), retrySteps: [Duration.millis(200)] })
+      const db = yield* TestDatabase.restorable("kit_restore")
+      const onDb = TestWebhooks.layerAt(db.name, {
+        secretKey: TestWebhooks.secretKey(),
+        retrySteps: [Duration.millis(200)],
+      })
       const app = yield* Queue.unbounded<Receiver.Message>()
       // What the receiver remembers outlives each kit (and the database's history).
       const store = ReceiverStore.memory()
@@ -195,7 +189,7 @@ it.live(
         }).pipe(Effect.scoped, Effect.provide(onDb))
 
       const before = yield* phase(0, 2)
-      yield* adminSql(`CREATE DATABASE "${backup}" TEMPLATE "${db}"`)
+      yield* db.backUp
       const lost = yield* phase(2, 2)
       const seen = [...before, ...lost]
       const oldEpoch = seen[0]!.epoch
@@ -206,8 +200,7 @@ it.live(
 
       // The restore undoes 2 and 3; the new epoch numbers 4 and 5 as 3 and 4, below the kit's position,
       // and the endpoint loses the new epoch's first message: only the feed can say where it begins.
-      yield* adminSql(`DROP DATABASE "${db}" WITH (FORCE)`)
-      yield* adminSql(`CREATE DATABASE "${db}" TEMPLATE "${backup}"`)
+      yield* db.restore
       const finalized = yield* RestoreFinalize.finalize().pipe(Effect.provide(onDb))
       assert.notStrictEqual(finalized.epoch, oldEpoch)
       lose.add(`${finalized.epoch}.3`)
