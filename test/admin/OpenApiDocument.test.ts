@@ -47,12 +47,13 @@ layer(Live, { excludeTestServices: true })("the OpenAPI document", (it) => {
           Object.keys(item).map((method) => `${method} ${path}`),
         )
         const expected = endpointsOf()
-        assert.strictEqual(expected.length, 30)
+        assert.strictEqual(expected.length, 31)
         assert.sameMembers(listed, expected)
         for (const path of [
           "post /v1/subscriptions/{id}/recover",
           "post /v1/deliveries/{id}/resend",
           "get /v1/jobs/counts",
+          "get /v1/subscriptions/{id}/feed",
         ]) {
           assert.include(listed, path)
         }

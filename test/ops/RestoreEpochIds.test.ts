@@ -1,15 +1,13 @@
-import { randomUUID } from "node:crypto"
 import { assert, it } from "@effect/vitest"
 import { Clock, Duration, Effect, Layer, Redacted } from "effect"
 import { TestClock } from "effect/testing"
 import { Webhook } from "standardwebhooks"
-import { inject } from "vitest"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import * as RestoreFinalize from "../../src/ops/RestoreFinalize.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
-import { adminSql } from "../support/TestDatabase.ts"
+import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 /** The `webhooks` consumer and the drain jobs, for the rest of the scope. */
@@ -30,21 +28,11 @@ it.live(
   "RestoreEpochIdsNeverRepeat: after a restore (and a second restore of the same backup) no webhook-id and no (epoch, sequence) the receiver saw comes again with other content; what was pending comes again under its own id",
   () =>
     Effect.gen(function* () {
-      const db = `t_restore_${randomUUID().replaceAll("-", "")}`
-      const backup = `${db}_backup`
-      yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${db}" TEMPLATE "${inject("pgTemplate")}"`), () =>
-        Effect.all([
-          adminSql(`DROP DATABASE IF EXISTS "${db}" WITH (FORCE)`),
-          adminSql(`DROP DATABASE IF EXISTS "${backup}" WITH (FORCE)`),
-        ]).pipe(Effect.ignore),
-      )
-      const restore = Effect.all([
-        adminSql(`DROP DATABASE "${db}" WITH (FORCE)`),
-        adminSql(`CREATE DATABASE "${db}" TEMPLATE "${backup}"`),
-      ])
+      const db = yield* TestDatabase.restorable("restore")
+      const restore = db.restore
       // Each phase opens its own pool on the database and closes it at its end, so the copy and the
       // restore find no connection to it.
-      const onDb = TestWebhooks.layerAt(db, {
+      const onDb = TestWebhooks.layerAt(db.name, {
         secretKey: TestWebhooks.secretKey(),
         retrySteps: [Duration.millis(10)],
         pool: { maxConnections: 12 },
@@ -75,7 +63,7 @@ it.live(
         yield* signals.until(Effect.map(TestWebhooks.deliveries(sub.id), (rows) => rows.length === 6))
         return sub
       }).pipe(Effect.scoped, Effect.provide(onDb))
-      yield* adminSql(`CREATE DATABASE "${backup}" TEMPLATE "${db}"`)
+      yield* db.backUp
       const atBackup = yield* TestWebhooks.deliveries(sub.id).pipe(Effect.provide(onDb))
       assert.deepStrictEqual(
         atBackup.map((d) => [d.i, d.state, d.sequence]),

@@ -14,8 +14,8 @@
  * while bothy must arrive as JavaScript. Slow by nature (build, pack, three installs), so each step
  * prints its timing and the tests have their own timeouts.
  */
-import { mkdir, writeFile } from "node:fs/promises"
-import { join } from "node:path"
+import { mkdir, readFile, writeFile } from "node:fs/promises"
+import { dirname, join } from "node:path"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -31,8 +31,8 @@ const AppOutput = Schema.fromJsonString(Schema.Struct({ applied: Schema.Array(Sc
 const QueriedNodes = Schema.fromJsonString(Schema.Array(Schema.Struct({ version: Schema.String })))
 const ViewedVersions = Schema.fromJsonString(Schema.Union([Schema.String, Schema.Array(Schema.String)]))
 
-/** A strict NodeNext app (see `HostTsconfig`) made of one file. */
-const scratchTsconfig = { compilerOptions: HostTsconfig.compilerOptions, files: ["app.ts"] }
+/** A strict NodeNext app (see `HostTsconfig`): the host's file and a receiver's. */
+const scratchTsconfig = { compilerOptions: HostTsconfig.compilerOptions, files: ["app.ts", "receiver.ts"] }
 
 /** What a host app writes: its own pool, bothy's migrations and the `EventLog` layer, one append. */
 const appSource = `import { PgClient } from "@effect/sql-pg"
@@ -57,6 +57,43 @@ const program = Effect.gen(function* () {
 })
 
 Effect.runPromise(program.pipe(Effect.provide(Live))).then(
+  (result) => console.log(JSON.stringify(result)),
+  (error: unknown) => {
+    console.error(error)
+    process.exitCode = 1
+  },
+)
+`
+
+/**
+ * What a receiving team writes with the kit alone (`bothy/receiver`): a push signed as bothy signs
+ * it, handed over once, its repeat dropped. It names no database and needs none.
+ */
+const receiverSource = `import { createHmac } from "node:crypto"
+import { Receiver } from "bothy/receiver"
+import { Effect, Redacted } from "effect"
+import { FetchHttpClient } from "effect/http"
+
+const key = Buffer.from("scratch-receiver-secret-0123456789")
+const id = "msg_1_scratch_1"
+const body = JSON.stringify({ version: 1, type: "t", timestamp: new Date().toISOString(), epoch: 1, sequence: 1, space: "s", data: {} })
+const timestamp = String(Math.floor(Date.now() / 1000))
+const signature = \`v1,\${createHmac("sha256", key).update(\`\${id}.\${timestamp}.\${body}\`).digest("base64")}\`
+const push = { headers: { "webhook-id": id, "webhook-timestamp": timestamp, "webhook-signature": signature }, body }
+
+const program = Effect.gen(function* () {
+  const handed: Array<string> = []
+  const kit = yield* Receiver.make({
+    secrets: [Redacted.make(\`whsec_\${key.toString("base64")}\`)],
+    feed: { url: "http://127.0.0.1:9", token: Redacted.make("unused") },
+    handle: (message) => Effect.sync(() => void handed.push(message.id)),
+  })
+  const first = yield* kit.receive(push)
+  const again = yield* kit.receive(push)
+  return { first: first._tag, again: again._tag, handed }
+})
+
+Effect.runPromise(program.pipe(Effect.provide(FetchHttpClient.layer))).then(
   (result) => console.log(JSON.stringify(result)),
   (error: unknown) => {
     console.error(error)
@@ -112,6 +149,7 @@ const scratchApp = (variant: Variant) =>
       await writeFile(join(app, "package.json"), `${JSON.stringify({ private: true, type: "module" })}\n`)
       await writeFile(join(app, "tsconfig.json"), `${JSON.stringify(scratchTsconfig, null, 2)}\n`)
       await writeFile(join(app, "app.ts"), appSource)
+      await writeFile(join(app, "receiver.ts"), receiverSource)
     })
 
     const peers = requiredPeers(pkg)
@@ -190,7 +228,12 @@ const installAndRun = (
       { cwd: app },
     )
     const files = tsc.stdout.split("\n").filter((line) => line.length > 0)
-    for (const entry of ["bothy/dist/src/index.d.ts", "effect/dist/index.d.ts", "@effect/sql-pg/dist/index.d.ts"]) {
+    for (const entry of [
+      "bothy/dist/src/index.d.ts",
+      "bothy/dist/src/receiver/index.d.ts",
+      "effect/dist/index.d.ts",
+      "@effect/sql-pg/dist/index.d.ts",
+    ]) {
       assert.include(files, join(app, "node_modules", entry))
     }
     assert.deepStrictEqual(
@@ -221,6 +264,13 @@ const installAndRun = (
       migrationNames.map((m) => ({ id: Number(m.slice(0, 4)), name: m.slice(5) })),
     )
 
+    const received = yield* run(`receiver.ts (${variant})`, process.execPath, ["receiver.ts"], { cwd: app })
+    assert.deepStrictEqual(JSON.parse(received.stdout), {
+      first: "Handled",
+      again: "Duplicate",
+      handed: ["msg_1_scratch_1"],
+    })
+
     const help = yield* run(`bothy --help (${variant})`, join(app, "node_modules", ".bin", "bothy"), ["--help"], {
       cwd: app,
     })
@@ -236,6 +286,27 @@ const installAndRun = (
     )
     assert.include(shown.stdout, pkg.version)
   })
+
+/** The packages the module at `file` imports, with those of the relative imports it follows. */
+const importedPackages = async (file: string) => {
+  const seen = new Set<string>()
+  const packages = new Set<string>()
+  const visit = async (path: string) => {
+    if (seen.has(path)) return
+    seen.add(path)
+    const source = await readFile(path, "utf8")
+    for (const [, from, bare] of source.matchAll(
+      /(?:import|export)[^"']*?from\s*["']([^"']+)["']|import\s*["']([^"']+)["']/g,
+    )) {
+      const specifier = from ?? bare
+      if (specifier === undefined) continue
+      if (specifier.startsWith(".")) await visit(join(dirname(path), specifier))
+      else packages.add(specifier)
+    }
+  }
+  await visit(file)
+  return [...packages].sort()
+}
 
 /** What the tarball may hold: the built code and declarations, and four files at its root. */
 const shipped = /^dist\/(src|migrations)\/.+\.(js|d\.ts)$/
@@ -260,22 +331,41 @@ layer(PackedTarball.layer, { excludeTestServices: true })("Package", (it) => {
   )
 
   it.effect(
-    "ApiReportIsCurrent: etc/bothy.api.md matches the public surface of the built declarations",
+    "ReceiverEntryHasNoDatabase: the built `bothy/receiver` and what it imports, followed through dist/, reach no SQL module and no PostgreSQL package",
     () =>
       Effect.gen(function* () {
-        // Without --local, API Extractor fails when the report it writes differs from the committed one.
-        const checked = yield* run(
-          "api-extractor run",
-          join(root, "node_modules", ".bin", "api-extractor"),
-          ["run", "--config", join(root, "etc", "api-extractor.json")],
-          { cwd: root },
-        ).pipe(Effect.result)
-        assert.isTrue(
-          checked._tag === "Success",
-          checked._tag === "Failure"
-            ? `the public surface changed: run \`npm run api\` and commit etc/bothy.api.md\n${checked.failure.detail}`
-            : "",
+        const { paths } = yield* PackedTarball
+        assert.include(paths, "dist/src/receiver/index.js")
+        assert.include(paths, "dist/src/receiver/index.d.ts")
+        const packages = yield* Effect.promise(() =>
+          importedPackages(join(root, "dist", "src", "receiver", "index.js")),
         )
+        assert.deepStrictEqual(packages, ["effect", "effect/http", "standardwebhooks"])
+      }),
+  )
+
+  it.effect(
+    "ApiReportIsCurrent: etc/bothy.api.md and etc/bothy-receiver.api.md match the public surface of the built declarations of each entry",
+    () =>
+      Effect.gen(function* () {
+        for (const [config, report] of [
+          ["api-extractor.json", "etc/bothy.api.md"],
+          ["api-extractor-receiver.json", "etc/bothy-receiver.api.md"],
+        ] as const) {
+          // Without --local, API Extractor fails when the report it writes differs from the committed one.
+          const checked = yield* run(
+            `api-extractor run (${config})`,
+            join(root, "node_modules", ".bin", "api-extractor"),
+            ["run", "--config", join(root, "etc", config)],
+            { cwd: root },
+          ).pipe(Effect.result)
+          assert.isTrue(
+            checked._tag === "Success",
+            checked._tag === "Failure"
+              ? `the public surface changed: run \`npm run api\` and commit ${report}\n${checked.failure.detail}`
+              : "",
+          )
+        }
       }),
     120_000,
   )

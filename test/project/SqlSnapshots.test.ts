@@ -26,6 +26,7 @@ import * as Drain from "../../src/webhooks/drain/Drain.ts"
 import type { PendingDelivery } from "../../src/webhooks/drain/PendingDeliveries.ts"
 import * as PendingDeliveries from "../../src/webhooks/drain/PendingDeliveries.ts"
 import * as WebhookNumbering from "../../src/webhooks/drain/WebhookNumbering.ts"
+import * as WebhookFeed from "../../src/webhooks/subscriptions/WebhookFeed.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 
@@ -163,6 +164,12 @@ const statements = Effect.gen(function* () {
         tokenSeen,
         token,
       ),
+    },
+    {
+      name: "webhook-feed-page",
+      title: "A page of a subscription's pull feed: its numbered deliveries after a position, with their events.",
+      source: "src/webhooks/subscriptions/WebhookFeed.ts (pageStatement) with src/log/EventLogReads.ts (eventAt)",
+      statement: WebhookFeed.pageStatement(sql, subscription, { epoch: 1, sequence: 40n }, 100),
     },
   ] as const
 })

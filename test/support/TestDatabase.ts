@@ -104,3 +104,28 @@ export const cloneForProcesses = (prefix: string) =>
     )
     return { name, url: codeUrl(name), directUrl: directUrl(name) }
   })
+
+/**
+ * A database cloned from the migrated template for tests of a restore, with its backup: `backUp`
+ * copies it (no connection may be open on it), `restore` drops it and makes it again from that copy.
+ * Both are dropped with the scope.
+ */
+export const restorable = (prefix: string) =>
+  Effect.gen(function* () {
+    const name = `t_${prefix}_${randomUUID().replaceAll("-", "")}`
+    const backup = `${name}_backup`
+    yield* Effect.acquireRelease(adminSql(`CREATE DATABASE "${name}" TEMPLATE "${inject("pgTemplate")}"`), () =>
+      Effect.all([
+        adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`),
+        adminSql(`DROP DATABASE IF EXISTS "${backup}" WITH (FORCE)`),
+      ]).pipe(Effect.ignore),
+    )
+    return {
+      name,
+      backUp: adminSql(`CREATE DATABASE "${backup}" TEMPLATE "${name}"`),
+      restore: Effect.all([
+        adminSql(`DROP DATABASE "${name}" WITH (FORCE)`),
+        adminSql(`CREATE DATABASE "${name}" TEMPLATE "${backup}"`),
+      ]),
+    }
+  })

@@ -44,12 +44,16 @@ export const Envelope = Schema.Struct({
   description: "The body of every webhook request (`content-type: application/json`)",
 })
 
+/** What a body is made of: the event as the log holds it, and the epoch its number was taken in. */
+export type BodySource = Pick<PendingDelivery, "type" | "occurredAt" | "epoch" | "space" | "payload">
+
 /**
  * The request body of `d`, numbered `sequence`. `epoch` goes with it: after a restore a
  * subscription's numbers start again from the backup's, in a new epoch (see `WebhookEpoch`), so
- * the pair is what never repeats.
+ * the pair is what never repeats. A function of the event and the numbering alone, so the pull feed
+ * (`WebhookFeed`) rebuilds the very bytes the push carried.
  */
-export const body = (d: PendingDelivery, sequence: bigint): string =>
+export const body = (d: BodySource, sequence: bigint): string =>
   JSON.stringify({
     version: 1,
     type: d.type,
