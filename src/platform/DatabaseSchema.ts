@@ -86,7 +86,7 @@ export class SchemaAccessDenied extends Schema.TaggedError<SchemaAccessDenied>()
     const [s, r] = [quoted(this.schema), quoted(this.role)]
     return this.needs === "create"
       ? `bothy's schema ${s} (${envName(key)}) does not exist in database ${quoted(this.database)} and role ${r} may not create it: ` +
-          `as the database's owner, run CREATE SCHEMA ${s} AUTHORIZATION ${r}`
+          `run CREATE SCHEMA ${s} AUTHORIZATION ${r} as a role that may (the database's owner, if it may SET ROLE ${r})`
       : `role ${r} may not use bothy's schema ${s} (${envName(key)}) in database ${quoted(this.database)}: ` +
           `as its owner, run GRANT USAGE, CREATE ON SCHEMA ${s} TO ${r}`
   }
