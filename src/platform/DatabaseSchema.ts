@@ -65,7 +65,10 @@ export const layer = (name: string) =>
     ),
   )
 
-/** `name` as an SQL identifier. */
+/**
+ * `name` as an SQL identifier.
+ * @internal
+ */
 export const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`
 
 /**
@@ -158,6 +161,7 @@ const denied = (schema: string, found: Found, needs: "create" | "use") =>
 /**
  * Checks that `schema` is the current schema of `sql`'s connections (`variable` names them): fails
  * with `SchemaAccessDenied` when the role may not use it, `SchemaNotOnSearchPath` otherwise.
+ * @internal
  */
 export const verifyOn = (sql: SqlClient.SqlClient, schema: string, variable: string) =>
   Effect.gen(function* () {
@@ -200,6 +204,7 @@ const verifySession = (schema: string) =>
 /**
  * Creates the configured schema when it is missing (`SchemaAccessDenied` when the role may not),
  * then checks the pool's connections find it first. For migrations, before anything is created.
+ * @internal
  */
 export const prepare = Effect.gen(function* () {
   const schema = yield* DatabaseSchema
@@ -215,7 +220,10 @@ export const prepare = Effect.gen(function* () {
   yield* verifySession(schema)
 }).pipe(Effect.withSpan("DatabaseSchema.prepare"))
 
-/** Checks the pool's connections find the configured schema first (for commands that never migrate). */
+/**
+ * Checks the pool's connections find the configured schema first (for commands that never migrate).
+ * @internal
+ */
 export const verify = Effect.gen(function* () {
   const schema = yield* DatabaseSchema
   yield* verifyOn(yield* SqlClient.SqlClient, schema, "DATABASE_URL")
