@@ -139,6 +139,33 @@ const asRole = (owned: OwnedDatabase.OwnedDatabase, url: string, directUrl: stri
 
 const bookkeeping = Object.keys(Migrations.migrations).length
 
+/**
+ * On a migrated database: the worker on `url` remakes a day partition, the host's layers on `url`
+ * get five webhooks out in order, everything bothy made is in its schema, and the host's objects
+ * and rows are as they were (`host`).
+ */
+const runsInSchema = (
+  owned: OwnedDatabase.OwnedDatabase,
+  host: Effect.Success<typeof hostState>,
+  url: string,
+  pooled: boolean,
+) =>
+  Effect.gen(function* () {
+    const key = WorkerProcess.rawKey()
+    yield* workerRemakesLastDay(asRole(owned, url, owned.url)(WorkerProcess.start(key, env)), owned.url)
+    assert.deepStrictEqual(yield* deliverFive(owned, key, url, pooled), [1, 2, 3, 4, 5])
+    const made = yield* onPool(owned.url, bothyState)
+    assert.strictEqual(made.applied, bookkeeping, "every migration is recorded in the schema's bookkeeping")
+    assert.isAbove(made.days.length, 14, "the day partitions ahead are in the schema")
+    assert.isAbove(made.functions, 0, "functions in the schema")
+    assert.isAbove(made.sequences, 0, "sequences in the schema")
+    assert.deepStrictEqual(
+      yield* onPool(owned.url, hostState),
+      host,
+      "public holds the host's objects and rows, unchanged",
+    )
+  })
+
 layer(Layer.empty, { excludeTestServices: true })("a schema of its own", (it) => {
   it.effect(
     "OwnSchema: beside host tables named like bothy's in public, bothy migrates into and runs in its own schema: webhooks delivered, retention's partitions, functions, sequences and bookkeeping in the schema, the host's tables unchanged",
@@ -149,19 +176,7 @@ layer(Layer.empty, { excludeTestServices: true })("a schema of its own", (it) =>
         assert.strictEqual(migrated.code, 0, migrated.stderr)
         // The log is JSON, so the line's quotes come escaped.
         assert.include(migrated.stdout, `bothy's objects live in schema \\"${schema}\\" (BOTHY_DATABASE_SCHEMA)`)
-        const key = WorkerProcess.rawKey()
-        yield* workerRemakesLastDay(asRole(owned, owned.url, owned.url)(WorkerProcess.start(key, env)), owned.url)
-        assert.deepStrictEqual(yield* deliverFive(owned, key, owned.url), [1, 2, 3, 4, 5])
-        const made = yield* onPool(owned.url, bothyState)
-        assert.strictEqual(made.applied, bookkeeping, "every migration is recorded in the schema's bookkeeping")
-        assert.isAbove(made.days.length, 14, "the day partitions ahead are in the schema")
-        assert.isAbove(made.functions, 0, "functions in the schema")
-        assert.isAbove(made.sequences, 0, "sequences in the schema")
-        assert.deepStrictEqual(
-          yield* onPool(owned.url, hostState),
-          host,
-          "public holds the host's objects and rows, unchanged",
-        )
+        yield* runsInSchema(owned, host, owned.url, false)
       }).pipe(Effect.scoped),
     180_000,
   )
@@ -205,16 +220,8 @@ layer(Layer.empty, { excludeTestServices: true })("a schema of its own", (it) =>
         const migrated = yield* migrate(pooled)
         assert.strictEqual(migrated.code, 0, migrated.stderr)
         assert.include(migrated.stdout, "transaction pooler")
-        const key = WorkerProcess.rawKey()
-        yield* workerRemakesLastDay(asRole(owned, pooled, owned.url)(WorkerProcess.start(key, env)), owned.url)
         // The host's layers through the pooler too: no startup parameter (the role carries the path).
-        assert.deepStrictEqual(yield* deliverFive(owned, key, pooled, true), [1, 2, 3, 4, 5])
-        assert.strictEqual((yield* onPool(owned.url, bothyState)).applied, bookkeeping)
-        assert.deepStrictEqual(
-          yield* onPool(owned.url, hostState),
-          host,
-          "public holds the host's objects and rows, unchanged",
-        )
+        yield* runsInSchema(owned, host, pooled, true)
       }).pipe(Effect.scoped),
     180_000,
   )
