@@ -38,12 +38,12 @@ export const DatabaseSchema = Context.Reference<string>("bothy/DatabaseSchema", 
 
 /**
  * A name that means the same quoted or not, in SQL, in `search_path` and in psql: lower-case
- * letters, digits, `_` and `$`, not starting with a digit or `$`, at most 63 bytes, and not one of
+ * letters, digits and `_`, not starting with a digit, at most 63 bytes, and not one of
  * PostgreSQL's own (`pg_...`, `information_schema`).
  */
 export const parse = (raw: string): Result.Result<string, string> => {
   const name = raw.trim()
-  if (!/^[a-z_][a-z0-9_$]*$/.test(name) || name.length > 63)
+  if (!/^[a-z_][a-z0-9_]*$/.test(name) || name.length > 63)
     return Result.fail(
       "expected a schema name of lower-case letters, digits and _ (at most 63, not starting with a digit)",
     )

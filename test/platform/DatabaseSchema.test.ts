@@ -34,7 +34,16 @@ describe("DatabaseSchema settings", () => {
       assert.strictEqual(yield* loadWith("bothy"), "bothy")
       assert.strictEqual(yield* loadWith(" bothy_2 "), "bothy_2")
       assert.strictEqual(yield* DatabaseSchema.load, "public", "unset: public, as before")
-      for (const bad of ["Bothy", "my-schema", "2bothy", "pg_bothy", "information_schema", "a".repeat(64), '"x"']) {
+      for (const bad of [
+        "Bothy",
+        "my-schema",
+        "bothy$1",
+        "2bothy",
+        "pg_bothy",
+        "information_schema",
+        "a".repeat(64),
+        '"x"',
+      ]) {
         const error = yield* failure(loadWith(bad))
         assert.strictEqual(error._tag, "InvalidConfig", bad)
         assert.include(error.message, "BOTHY_DATABASE_SCHEMA (database.schema)")
