@@ -1,12 +1,13 @@
 /**
  * The PostgreSQL schema bothy's objects live in: `database.schema` (`BOTHY_DATABASE_SCHEMA`),
  * `public` by default. bothy's SQL names its tables unqualified, so they resolve, and everything
- * bothy creates (tables, retention's partitions, sequences, functions, triggers, the migrations'
- * bookkeeping) lands, in the connection's current schema: the first schema of its `search_path`
+ * bothy creates (tables, retention's partitions, sequences, functions, the migrations' bookkeeping)
+ * lands, in the connection's current schema: the first schema of its `search_path`
  * that exists and that the role may use.
  *
- * What it keeps true: with a named schema, nothing bothy runs starts unless that current schema is
- * bothy's, on the pool's connections and on the session URL's (`DATABASE_DIRECT_URL`). A host
+ * What it keeps true: with a named schema, neither migrations nor the check of commands that never
+ * migrate go on unless that current schema is bothy's, on a connection of the pool and on one of
+ * the session URL (`DATABASE_DIRECT_URL`). A host
  * table in `public` named like one of bothy's (`public.jobs`) is then never what bothy reads or
  * writes, since bothy's schema comes first. Otherwise the start stops with one line naming the
  * schema, what the connection's path is, and the statement to run.
@@ -14,8 +15,8 @@
  * How a connection gets the path:
  * - a direct connection (the embedded server, a `DATABASE_URL` without a pooler, the
  *   `DATABASE_DIRECT_URL`): bothy sends `search_path` in the connection's startup packet;
- * - through a pooler: the startup packet is the pooler's to keep (PgBouncer 1.18 refuses a
- *   `search_path` or `options` parameter it does not track, and its server connections are shared),
+ * - through a pooler: the startup packet is the pooler's to keep (PgBouncer 1.18 refuses a startup
+ *   parameter it does not track, `search_path` among them, and its server connections are shared),
  *   so the role carries it: `ALTER ROLE ... IN DATABASE ... SET search_path`, which PostgreSQL
  *   applies to every server connection the pooler opens for that role. bothy checks it at start.
  *
