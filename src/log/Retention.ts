@@ -121,7 +121,7 @@ const alone = (sql: SqlClient.SqlClient, statement: string, options: Timeouts) =
       const target = yield* DatabaseSessions.session("retention's DETACH PARTITION ... CONCURRENTLY")
       if (Option.isSome(target.url)) {
         const settings = timeouts(options).map(([name, value]) => `SET ${name} = ${value}`)
-        return yield* DatabaseSessions.runOnOwnSession(target.url.value, target.ssl, [...settings, statement])
+        return yield* DatabaseSessions.runOnOwnSession(target.url.value, target, [...settings, statement])
       }
       const connection = yield* sql.reserve
       const each = (f: (setting: readonly [string, string]) => string) =>

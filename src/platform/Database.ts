@@ -12,6 +12,11 @@
  *
  * A `DATABASE_URL` naming several hosts (a primary and its standbys) is followed through a
  * failover: new connections go to whichever host is the primary now (`DatabaseHosts`).
+ *
+ * With a named schema (`database.schema`), every direct connection (the embedded server's,
+ * `DATABASE_URL` without a pooler, `DATABASE_DIRECT_URL`) asks for it as its `search_path` at
+ * start-up; through a pooler the role must carry it (`DatabaseSchema`), which migrations and
+ * `checkMigrated` verify.
  */
 import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
@@ -19,6 +24,7 @@ import { Context, Effect, Layer, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { envName, InvalidConfig, parseCount, parseText, setting, variable } from "./BothyConfig.ts"
 import * as DatabaseHosts from "./DatabaseHosts.ts"
+import * as DatabaseSchema from "./DatabaseSchema.ts"
 import * as DatabaseSessions from "./DatabaseSessions.ts"
 import * as DatabaseTls from "./DatabaseTls.ts"
 import * as DatabaseUnavailable from "./DatabaseUnavailable.ts"
@@ -74,7 +80,17 @@ export const layer = Layer.unwrap(
     const url = yield* databaseUrl
     const maxConnections = yield* setting("database.pool_size", "10", parseCount(1, 1000))
     const direct = yield* directUrl
-    if (Option.isSome(url)) return yield* externalLayer(url.value, direct, maxConnections)
+    const schema = yield* DatabaseSchema.load
+    const schemaLayer = Layer.succeed(DatabaseSchema.DatabaseSchema, schema)
+    if (schema !== DatabaseSchema.defaultSchema) {
+      yield* Effect.logInfo(
+        `bothy's objects live in schema ${DatabaseSchema.quoted(schema)} (${envName(DatabaseSchema.key)})`,
+      )
+    }
+    const startupParameters = DatabaseSchema.startupParameters(schema)
+    if (Option.isSome(url)) {
+      return Layer.merge(yield* externalLayer(url.value, direct, { maxConnections, startupParameters }), schemaLayer)
+    }
     if (Option.isSome(direct)) {
       return yield* new InvalidConfig({
         keys: [DatabaseSessions.directVariable],
@@ -97,7 +113,7 @@ export const layer = Layer.unwrap(
         `connect as postgres://postgres@${server.host}:${server.port}/postgres with the password in ${join(dir, "password")}`,
     )
     const target = `the embedded PostgreSQL at ${server.host}:${server.port}`
-    return Layer.merge(
+    return Layer.mergeAll(
       connected(
         {
           host: server.host,
@@ -107,10 +123,12 @@ export const layer = Layer.unwrap(
           database: "postgres",
           maxConnections,
           applicationName: "bothy",
+          ...(startupParameters && { startupParameters }),
         },
         target,
       ),
       Layer.succeed(DatabaseServer, DatabaseServer.of({ embedded: true, exited: server.exited })),
+      schemaLayer,
     )
   }),
 )
@@ -143,8 +161,18 @@ const firstPrimary = (hosts: DatabaseHosts.Hosts) =>
     return { host: found.value, url: hosts.urlOf(found.value) }
   })
 
+interface PoolOptions {
+  readonly maxConnections: number
+  /** For direct connections only: a pooler refuses parameters it does not track. */
+  readonly startupParameters: Record<string, string> | undefined
+}
+
 /** The pool on `DATABASE_URL` and where sessions of their own go (see the module header). */
-const externalLayer = (given: Redacted.Redacted, direct: Option.Option<Redacted.Redacted>, maxConnections: number) =>
+const externalLayer = (
+  given: Redacted.Redacted,
+  direct: Option.Option<Redacted.Redacted>,
+  { maxConnections, startupParameters }: PoolOptions,
+) =>
   Effect.gen(function* () {
     const hosts = yield* DatabaseHosts.parse(Redacted.value(given))
     const primary = Option.isSome(hosts) ? yield* firstPrimary(hosts.value) : undefined
@@ -175,7 +203,7 @@ const externalLayer = (given: Redacted.Redacted, direct: Option.Option<Redacted.
     const sessions: DatabaseSessions.DatabaseSessions = {
       route,
       session: Option.isSome(direct)
-        ? Option.some({ url: direct, ssl: directSsl, variable: DatabaseSessions.directVariable })
+        ? Option.some({ url: direct, ssl: directSsl, startupParameters, variable: DatabaseSessions.directVariable })
         : route._tag === "Pooler" && route.mode === "transaction"
           ? Option.none()
           : Option.some({ url: Option.none(), variable: "DATABASE_URL" }),
@@ -191,6 +219,7 @@ const externalLayer = (given: Redacted.Redacted, direct: Option.Option<Redacted.
           applicationName: "bothy",
           prepare: route._tag === "Direct",
           ...(ssl && { ssl }),
+          ...(route._tag === "Direct" && startupParameters && { startupParameters }),
           // Several hosts: each new connection goes to the primary found last (`DatabaseHosts`).
           ...(chooser && { stream: chooser.stream }),
           ...(chooser && ssl && { ssl: chooser.ssl(ssl) }),

@@ -37,6 +37,8 @@ export interface SessionTarget {
   readonly url: Option.Option<Redacted.Redacted>
   /** The TLS options `url`'s libpq parameters ask for (`DatabaseTls`). */
   readonly ssl?: ConnectionOptions | undefined
+  /** What its connections send at start-up besides (the `search_path` of bothy's schema, `DatabaseSchema`). */
+  readonly startupParameters?: Readonly<Record<string, string>> | undefined
   readonly variable: string
 }
 
@@ -100,12 +102,18 @@ export const session = (what: string) =>
  */
 export const runOnOwnSession = (
   url: Redacted.Redacted,
-  ssl: ConnectionOptions | undefined,
+  target: Pick<SessionTarget, "ssl" | "startupParameters">,
   statements: ReadonlyArray<string>,
 ) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const connection = yield* PgConnection.make({ url, applicationName: "bothy-session", ...(ssl && { ssl }) })
+      const { ssl, startupParameters } = target
+      const connection = yield* PgConnection.make({
+        url,
+        applicationName: "bothy-session",
+        ...(ssl && { ssl }),
+        ...(startupParameters && { startupParameters }),
+      })
       for (const statement of statements) yield* connection.query(statement, [], false)
     }),
   )

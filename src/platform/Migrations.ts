@@ -31,6 +31,7 @@ import eventLogHourlyLeaves from "../../migrations/0017_event_log_hourly_leaves.
 import retentionLease from "../../migrations/0018_retention_lease.ts"
 import jobWorkerBackend from "../../migrations/0019_job_worker_backend.ts"
 import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_started.ts"
+import * as DatabaseSchema from "./DatabaseSchema.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
 export const migrations = {
@@ -61,9 +62,12 @@ export const migrationsTable = "bothy_migrations"
 /**
  * Applies every pending migration; returns the ids and names it applied (empty when current).
  * Refuses a server older than bothy supports first (`PostgresVersionUnsupported`), so a host app
- * that migrates on its own pool gets that line rather than a migration failing halfway.
+ * that migrates on its own pool gets that line rather than a migration failing halfway. With a
+ * named schema (`DatabaseSchema`) it creates the schema when missing and checks the connections
+ * find it first, before anything else is created.
  */
 export const run = PostgresVersion.check().pipe(
+  Effect.andThen(DatabaseSchema.prepare),
   Effect.andThen(
     Migrator.make({})({
       loader: Migrator.fromRecord(migrations),
@@ -104,7 +108,11 @@ export const pending = Effect.gen(function* () {
   return Object.keys(migrations).filter((name) => Number(name.slice(0, 4)) > applied)
 }).pipe(Effect.withSpan("Migrations.pending"))
 
-/** Fails with `SchemaNotCurrent`, naming what is missing, unless every migration of this bothy is applied. */
-export const check = Effect.flatMap(pending, (missing) =>
-  missing.length === 0 ? Effect.void : Effect.fail(new SchemaNotCurrent({ missing })),
+/**
+ * Fails with `SchemaNotCurrent`, naming what is missing, unless every migration of this bothy is
+ * applied; first, with a named schema, checks the connections find it (`DatabaseSchema.verify`).
+ */
+export const check = DatabaseSchema.verify.pipe(
+  Effect.andThen(pending),
+  Effect.flatMap((missing) => (missing.length === 0 ? Effect.void : Effect.fail(new SchemaNotCurrent({ missing })))),
 )

@@ -161,7 +161,11 @@ const session = (registry: Registry, listener: Listener): Effect.Effect<Ended, u
       const { pool, target, probeTimeout } = listener
       const config = Option.match(target.url, {
         onNone: () => pool.config,
-        onSome: (url) => ({ url, ...(target.ssl && { ssl: target.ssl }) }),
+        onSome: (url) => ({
+          url,
+          ...(target.ssl && { ssl: target.ssl }),
+          ...(target.startupParameters && { startupParameters: target.startupParameters }),
+        }),
       })
       const socket = yield* PgConnection.make({ ...config, applicationName: "bothy-listen" })
       // Every LISTEN shares this one pinned connection (re-pinning a pinned view is a no-op;

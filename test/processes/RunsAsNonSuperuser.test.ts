@@ -4,36 +4,16 @@
  * (no `pg_read_all_stats`, no `pg_signal_backend`). The grants it gets are the ones
  * docs/operations.md tells an operator to give.
  */
-import { randomUUID } from "node:crypto"
 import { assert, layer } from "@effect/vitest"
 import { Effect, Layer, Queue, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
-import { inject } from "vitest"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
-import { withDatabase } from "../../testkit/DatabaseUrl.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
+import * as OwnedDatabase from "../support/OwnedDatabase.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as WorkerProcess from "../support/WorkerProcess.ts"
-
-/** A login role with nothing beyond its own database, and that database, empty; dropped with the scope. */
-const ownedDatabase = Effect.gen(function* () {
-  const role = `bothy_app_${randomUUID().slice(0, 8)}`
-  const password = randomUUID()
-  const name = `t_${role}`
-  yield* Effect.acquireRelease(
-    TestDatabase.adminSql(`CREATE ROLE ${role} LOGIN PASSWORD '${password}' NOSUPERUSER NOCREATEDB NOCREATEROLE`),
-    () => TestDatabase.adminSql(`DROP ROLE IF EXISTS ${role}`).pipe(Effect.ignore),
-  )
-  yield* Effect.acquireRelease(TestDatabase.adminSql(`CREATE DATABASE "${name}" OWNER ${role}`), () =>
-    TestDatabase.adminSql(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`).pipe(Effect.ignore),
-  )
-  const url = new URL(withDatabase(inject("pgAdminUrl"), name))
-  url.username = role
-  url.password = password
-  return { role, name, url: url.toString() }
-})
 
 /** Lines a process wrote that say something was refused or is off. */
 const complaints = (text: string) =>
@@ -44,11 +24,11 @@ const complaints = (text: string) =>
     )
 
 /**
- * `ownedDatabase`, migrated by `bothy migrate` as its role (which must complain of nothing), and a
+ * `OwnedDatabase.make`, migrated by `bothy migrate` as its role (which must complain of nothing), and a
  * way to start `bothy worker` there as that role.
  */
 const migratedAsRole = Effect.gen(function* () {
-  const owned = yield* ownedDatabase
+  const owned = yield* OwnedDatabase.make
   const migrated = yield* NodeProcess.run(NodeProcess.bothy, ["migrate"], { DATABASE_URL: owned.url })
   assert.strictEqual(migrated.code, 0, migrated.stderr)
   assert.deepStrictEqual(complaints(migrated.stdout + migrated.stderr), [])

@@ -28,6 +28,7 @@ import * as MetricsEndpoint from "../../src/ops/MetricsEndpoint.ts"
 import * as TargetPolicyConfig from "../../src/outbound/TargetPolicyConfig.ts"
 import * as BothyConfig from "../../src/platform/BothyConfig.ts"
 import * as Database from "../../src/platform/Database.ts"
+import * as DatabaseSchema from "../../src/platform/DatabaseSchema.ts"
 import * as PushConfig from "../../src/push/PushConfig.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
 import * as WebhookConfig from "../../src/webhooks/WebhookConfig.ts"
@@ -60,6 +61,10 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
     "how appends get their seqs: `counter` (in the append, commits serialized) or `post_commit` (after commit, by a sequencer; see [library.md](library.md#sequencing-counter-or-post_commit))",
   ],
   ["database.pool_size", "connections in the pool (1 to 1000)"],
+  [
+    "database.schema",
+    "the schema bothy's tables live in, created by `bothy migrate` when missing: lower-case letters, digits and `_`; a named one must come first on the connections' `search_path` (bothy asks for it on direct connections; through a pooler the role carries it, see [operations.md](operations.md#a-schema-of-its-own))",
+  ],
   [
     "jobs.lease",
     "how long a worker's jobs survive its silence before another worker puts them back (3s to 10m); a killed worker's come back within about a second anyway (see [jobs.md](jobs.md#how-jobs-run))",
@@ -185,6 +190,7 @@ const probes: Record<string, Probe> = {
   "log.sequencing": read(BothyConfig.load),
   "jobs.lease": read(BothyConfig.load),
   "database.pool_size": databaseLayer({ [databaseUrl]: "postgres://probe@127.0.0.1:1/probe" }),
+  "database.schema": read(DatabaseSchema.load),
   home: read(Database.home),
   embedded_port: databaseLayer({}),
   "webhook.secret_key": read(SecretBox.keySetting),
@@ -269,6 +275,7 @@ export const declaredKeys = (): ReadonlySet<string> => {
     ...Object.values(TargetPolicyConfig.keys),
     ...Object.values(PushConfig.keys),
     SecretBox.keyName,
+    DatabaseSchema.key,
   ])
   for (const file of sources("src")) {
     const text = readFileSync(file, "utf8")
