@@ -79,6 +79,7 @@ const subscriptionFields = {
   scope: Schema.Array(Schema.String),
   rateLimit: Schema.optional(Schema.NullOr(Schema.Finite)),
   headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  filter: Schema.optional(Schema.NullOr(S.PayloadFilterJson)),
 }
 
 export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
@@ -110,6 +111,7 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
         scope: Schema.optional(subscriptionFields.scope),
         rateLimit: subscriptionFields.rateLimit,
         headers: subscriptionFields.headers,
+        filter: subscriptionFields.filter,
       }),
       success: S.Subscription,
       error: [NoSubscription, BadSubscription, UnsafeTarget, NotPermitted],
