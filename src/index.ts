@@ -46,6 +46,13 @@ export {
   type Unsequenced,
 } from "./log/EventLog.ts"
 export * as EventLogPartitions from "./log/EventLogPartitions.ts"
+export {
+  EventTypeCatalog,
+  EventTypeEntry,
+  EventTypeNotFound,
+  InvalidEventType,
+  NewEventType,
+} from "./log/EventTypeCatalog.ts"
 export * as LogRewind from "./log/LogRewind.ts"
 export * as Retention from "./log/Retention.ts"
 export * as Sequencer from "./log/Sequencer.ts"

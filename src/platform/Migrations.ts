@@ -32,6 +32,7 @@ import retentionLease from "../../migrations/0018_retention_lease.ts"
 import jobWorkerBackend from "../../migrations/0019_job_worker_backend.ts"
 import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_started.ts"
 import webhookFilters from "../../migrations/0021_webhook_filters.ts"
+import eventTypes from "../../migrations/0022_event_types.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
 export const migrations = {
@@ -55,6 +56,7 @@ export const migrations = {
   "0019_job_worker_backend": jobWorkerBackend,
   "0020_webhook_attempts_started": webhookAttemptsStarted,
   "0021_webhook_filters": webhookFilters,
+  "0022_event_types": eventTypes,
 } as const
 
 /** The table in which the migrator records applied migrations. */

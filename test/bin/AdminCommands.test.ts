@@ -169,7 +169,7 @@ describe("bothy subscriptions", () => {
         const latest = Object.keys(Migrations.migrations).at(-1)!
         const latestId = Number(latest.slice(0, 4))
         yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
-        yield* sql`ALTER TABLE webhook_subscriptions DROP COLUMN type_patterns, DROP COLUMN filter, DROP COLUMN filter_path`
+        yield* sql`DROP TABLE event_types, event_type_catalog`
         const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
           Effect.map((rows) => rows[0]!.n),
         )

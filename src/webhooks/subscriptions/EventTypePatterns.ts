@@ -6,10 +6,12 @@
  *
  * What it keeps true: the round matches with `type LIKE ANY (type_patterns)`, and the stored LIKE
  * patterns are derived here from the names as given (`likePattern`), escaping `_` (an event type's
- * only LIKE metacharacter), so the SQL match and `matches` agree on every type.
+ * only LIKE metacharacter), so the SQL match and `matches` agree on every type. With the event-type
+ * catalog on, a name must be a type of it or a pattern that matches one (`unknownName`).
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { eventTypePattern, maxTextLength } from "../../log/Event.ts"
+import * as EventTypeCatalog from "../../log/EventTypeCatalog.ts"
 
 const wildcard = /^([A-Za-z0-9][A-Za-z0-9_.:-]*\.)\*$/
 
@@ -45,3 +47,23 @@ export const likePattern = (name: string): string => {
 /** The stored LIKE patterns of a subscription's names; empty names: every type. */
 export const likePatterns = (names: ReadonlyArray<string>): Array<string> =>
   names.length === 0 ? ["%"] : names.map(likePattern)
+
+/**
+ * With the event-type catalog on (it holds a type), the first of `names` that is no type of it and
+ * no pattern that matches one, as the field it stands at and why; `undefined` when all are known
+ * (or the catalog is off, or `names` is empty: every type).
+ */
+export const unknownName = (names: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    if (names.length === 0) return undefined
+    const known = yield* EventTypeCatalog.knownNames
+    if (known.length === 0) return undefined
+    const i = names.findIndex((name) => !known.some((type) => matches(name, type)))
+    if (i < 0) return undefined
+    return {
+      field: `eventTypes[${i}]`,
+      detail: isPattern(names[i]!)
+        ? `${names[i]} matches no type of the event-type catalog`
+        : `${names[i]} is not in the event-type catalog`,
+    }
+  })

@@ -31,6 +31,7 @@ import { firstIssue } from "../../platform/FieldIssue.ts"
 import { isUuid } from "../../platform/Uuid.ts"
 import { WebhookConfig } from "../WebhookConfig.ts"
 import * as DeliveryHistory from "./DeliveryHistory.ts"
+import { unknownName } from "./EventTypePatterns.ts"
 import { NewSubscription, type Subscription, SubscriptionPatch } from "./SubscriptionInput.ts"
 import { type Resumed, resume, type SeqNotInLog } from "./SubscriptionResume.ts"
 import type { RetryNow } from "./SubscriptionRetry.ts"
@@ -137,11 +138,16 @@ export class WebhookSubscriptions extends Context.Service<
 
       const found = (id: string, n: number) => (n === 0 ? Effect.fail(new SubscriptionNotFound({ id })) : Effect.void)
       const checkId = (id: string) => (isUuid(id) ? Effect.void : Effect.fail(new SubscriptionNotFound({ id })))
+      const knownTypes = (names: ReadonlyArray<string>) =>
+        Effect.flatMap(Effect.provideService(unknownName(names), SqlClient.SqlClient, sql), (issue) =>
+          issue === undefined ? Effect.void : Effect.fail(new InvalidSubscription(issue)),
+        )
 
       const create = Effect.fn("WebhookSubscriptions.create")(function* (input: NewSubscription) {
         const valid = yield* Schema.decodeUnknownEffect(NewSubscription)(input).pipe(
           Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
         )
+        yield* knownTypes(valid.eventTypes)
         const url = yield* validateUrl(valid.url, config.policy)
         const secret = WebhookSecret.generate()
         const sealed = SecretBox.seal(config.secretKey, secret)
@@ -177,6 +183,7 @@ export class WebhookSubscriptions extends Context.Service<
         const valid = yield* Schema.decodeUnknownEffect(SubscriptionPatch)(patch).pipe(
           Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
         )
+        yield* knownTypes(valid.eventTypes ?? [])
         const url = valid.url === undefined ? undefined : yield* validateUrl(valid.url, config.policy)
         if (!(yield* updateSubscription(sql, id, valid, url))) return yield* new SubscriptionNotFound({ id })
         return yield* get(id)
