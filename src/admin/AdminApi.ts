@@ -41,6 +41,7 @@ import { AdminAuthorization } from "./AdminAuth.ts"
 import { InvalidRequest, NotPermitted, OperatorOnly, PushOff } from "./AdminErrors.ts"
 import { RequestBodies, Unexpected } from "./AdminRequests.ts"
 import * as S from "./AdminSchemas.ts"
+import { EventTypesApi } from "./EventTypesApi.ts"
 import * as ReceiverWebhooks from "./ReceiverWebhooks.ts"
 
 /** Renders request decoding failures as `InvalidRequest`; a response that does not encode stays a 500. */
@@ -250,6 +251,7 @@ export class AdminApi extends HttpApi.make("bothy-admin")
   .add(ConsumersApi)
   .add(JobsApi)
   .add(AccessApi)
+  .add(EventTypesApi)
   .middleware(RequestErrors)
   .middleware(RequestBodies)
   .middleware(AdminAuthorization)

@@ -21,6 +21,7 @@ import { AdminApi } from "./AdminApi.ts"
 import { CurrentCaller } from "./AdminAuth.ts"
 import { InvalidRequest, PushOff, unexpected } from "./AdminErrors.ts"
 import { defaultLimit, retried } from "./AdminSchemas.ts"
+import { eventTypes } from "./EventTypesHandlers.ts"
 
 const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers) =>
   Effect.gen(function* () {
@@ -252,4 +253,4 @@ const jobs = HttpApiBuilder.group(AdminApi, "jobs", (handlers) =>
  * Every group's handlers; they need `WebhookSubscriptions`, `Permissions`, the pool, and
  * `PushConfig` if push is on.
  */
-export const layer = Layer.mergeAll(subscriptions, deliveries, registrations, consumers, jobs, access)
+export const layer = Layer.mergeAll(subscriptions, deliveries, registrations, consumers, jobs, access, eventTypes)

@@ -122,47 +122,47 @@ export class EventTypeCatalog extends Context.Service<
     readonly remove: (name: string) => Effect.Effect<void, EventTypeNotFound | SqlError>
   }
 >()("bothy/EventTypeCatalog") {
-  static readonly layer = Layer.effect(
-    EventTypeCatalog,
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const put = Effect.fn("EventTypeCatalog.put")(function* (input: NewEventType) {
-        const entry = yield* checkEntry(input)
-        const json = (value: unknown) => (value === null ? null : JSON.stringify(value))
-        yield* sql.withTransaction(
-          Effect.andThen(
-            sql`
+  /** The catalog on the pool in context (the admin API builds it so). */
+  static readonly make = Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const put = Effect.fn("EventTypeCatalog.put")(function* (input: NewEventType) {
+      const entry = yield* checkEntry(input)
+      const json = (value: unknown) => (value === null ? null : JSON.stringify(value))
+      yield* sql.withTransaction(
+        Effect.andThen(
+          sql`
               INSERT INTO event_types (name, description, schema, example, deprecated, validated)
               VALUES (${entry.name}, ${entry.description}, ${json(entry.schema)}::jsonb, ${json(entry.example)}::jsonb,
                       ${entry.deprecated}, ${entry.validated})
               ON CONFLICT (name) DO UPDATE SET description = excluded.description, schema = excluded.schema,
                 example = excluded.example, deprecated = excluded.deprecated, validated = excluded.validated,
                 updated_at = clock_timestamp()`,
-            bumpVersion(sql),
-          ),
-        )
-        return entry
-      })
-      const get = Effect.fn("EventTypeCatalog.get")(function* (name: string) {
-        const [row] = yield* selectEntries(sql, name)
-        return row ?? (yield* new EventTypeNotFound({ name }))
-      })
-      const remove = Effect.fn("EventTypeCatalog.remove")(function* (name: string) {
-        const removed = yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const rows = yield* sql`DELETE FROM event_types WHERE name = ${name} RETURNING name`
-            if (rows.length > 0) yield* bumpVersion(sql)
-            return rows.length > 0
-          }),
-        )
-        if (!removed) return yield* new EventTypeNotFound({ name })
-      })
-      return EventTypeCatalog.of({
-        put,
-        get,
-        list: selectEntries(sql, undefined).pipe(Effect.withSpan("EventTypeCatalog.list")),
-        remove,
-      })
-    }),
-  )
+          bumpVersion(sql),
+        ),
+      )
+      return entry
+    })
+    const get = Effect.fn("EventTypeCatalog.get")(function* (name: string) {
+      const [row] = yield* selectEntries(sql, name)
+      return row ?? (yield* new EventTypeNotFound({ name }))
+    })
+    const remove = Effect.fn("EventTypeCatalog.remove")(function* (name: string) {
+      const removed = yield* sql.withTransaction(
+        Effect.gen(function* () {
+          const rows = yield* sql`DELETE FROM event_types WHERE name = ${name} RETURNING name`
+          if (rows.length > 0) yield* bumpVersion(sql)
+          return rows.length > 0
+        }),
+      )
+      if (!removed) return yield* new EventTypeNotFound({ name })
+    })
+    return EventTypeCatalog.of({
+      put,
+      get,
+      list: selectEntries(sql, undefined).pipe(Effect.withSpan("EventTypeCatalog.list")),
+      remove,
+    })
+  })
+
+  static readonly layer = Layer.effect(EventTypeCatalog, EventTypeCatalog.make)
 }
