@@ -68,6 +68,25 @@ CREATE TABLE event_sequencer (
   CONSTRAINT event_sequencer_pkey PRIMARY KEY (id)
 );
 
+CREATE TABLE event_type_catalog (
+  id boolean DEFAULT true NOT NULL,
+  version bigint DEFAULT 0 NOT NULL,
+  CONSTRAINT event_type_catalog_id_check CHECK (id),
+  CONSTRAINT event_type_catalog_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE event_types (
+  name text NOT NULL,
+  description text DEFAULT ''::text NOT NULL,
+  schema jsonb,
+  example jsonb,
+  deprecated boolean DEFAULT false NOT NULL,
+  validated boolean DEFAULT false NOT NULL,
+  updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+  CONSTRAINT event_types_check CHECK (((NOT validated) OR (schema IS NOT NULL))),
+  CONSTRAINT event_types_pkey PRIMARY KEY (name)
+);
+
 CREATE TABLE job_workers (
   id text NOT NULL,
   started_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
