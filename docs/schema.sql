@@ -68,6 +68,25 @@ CREATE TABLE event_sequencer (
   CONSTRAINT event_sequencer_pkey PRIMARY KEY (id)
 );
 
+CREATE TABLE event_type_catalog (
+  id boolean DEFAULT true NOT NULL,
+  version bigint DEFAULT 0 NOT NULL,
+  CONSTRAINT event_type_catalog_id_check CHECK (id),
+  CONSTRAINT event_type_catalog_pkey PRIMARY KEY (id)
+);
+
+CREATE TABLE event_types (
+  name text NOT NULL,
+  description text DEFAULT ''::text NOT NULL,
+  schema jsonb,
+  example jsonb,
+  deprecated boolean DEFAULT false NOT NULL,
+  validated boolean DEFAULT false NOT NULL,
+  updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+  CONSTRAINT event_types_check CHECK (((NOT validated) OR (schema IS NOT NULL))),
+  CONSTRAINT event_types_pkey PRIMARY KEY (name)
+);
+
 CREATE TABLE job_workers (
   id text NOT NULL,
   started_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
@@ -236,8 +255,12 @@ CREATE TABLE webhook_subscriptions (
   numbered_by uuid,
   rate_limit double precision,
   headers jsonb DEFAULT '{}'::jsonb NOT NULL,
+  type_patterns text[] DEFAULT '{%}'::text[] NOT NULL,
+  filter jsonb,
+  filter_path jsonpath,
   CONSTRAINT webhook_subscriptions_check CHECK (((state = 'disabled'::text) = (disabled_cause IS NOT NULL))),
   CONSTRAINT webhook_subscriptions_disabled_cause_check CHECK ((disabled_cause = ANY (ARRAY['gap'::text, 'gone'::text, 'failing'::text, 'manual'::text]))),
+  CONSTRAINT webhook_subscriptions_filter_compiled CHECK (((filter IS NULL) = (filter_path IS NULL))),
   CONSTRAINT webhook_subscriptions_headers_check CHECK ((jsonb_typeof(headers) = 'object'::text)),
   CONSTRAINT webhook_subscriptions_pkey PRIMARY KEY (id),
   CONSTRAINT webhook_subscriptions_rate_limit_check CHECK (((rate_limit > (0)::double precision) AND (rate_limit <= (10000)::double precision))),

@@ -46,6 +46,13 @@ export {
   type Unsequenced,
 } from "./log/EventLog.ts"
 export * as EventLogPartitions from "./log/EventLogPartitions.ts"
+export {
+  EventTypeCatalog,
+  EventTypeEntry,
+  EventTypeNotFound,
+  InvalidEventType,
+  NewEventType,
+} from "./log/EventTypeCatalog.ts"
 export * as LogRewind from "./log/LogRewind.ts"
 export * as Retention from "./log/Retention.ts"
 export * as Sequencer from "./log/Sequencer.ts"
@@ -69,6 +76,8 @@ export * as WebhookDrainer from "./webhooks/drain/WebhookDrainer.ts"
 export * as WebhookSignature from "./webhooks/drain/WebhookSignature.ts"
 export * as DeliveryHistory from "./webhooks/subscriptions/DeliveryHistory.ts"
 export * as DeliveryResend from "./webhooks/subscriptions/DeliveryResend.ts"
+export * as EventTypePatterns from "./webhooks/subscriptions/EventTypePatterns.ts"
+export * as PayloadFilter from "./webhooks/subscriptions/PayloadFilter.ts"
 export type { RetryNow } from "./webhooks/subscriptions/SubscriptionRetry.ts"
 export * as WebhookDeliveries from "./webhooks/subscriptions/WebhookDeliveries.ts"
 export * as WebhookSecret from "./webhooks/subscriptions/WebhookSecret.ts"

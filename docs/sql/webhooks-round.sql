@@ -5,10 +5,10 @@
 WITH cursor AS MATERIALIZED (
   SELECT last_seq, last_at, xmin AS version FROM event_consumer_cursors WHERE name = $1 FOR UPDATE SKIP LOCKED
 ), read AS MATERIALIZED (
-  SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
+  SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor, e.payload,
     row_number() OVER (ORDER BY e.seq) AS n
   FROM cursor AS c CROSS JOIN LATERAL (
-    SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor FROM event_log AS l
+    SELECT seq, space_id, type, epoch, occurred_at, trace_parent, actor, payload FROM event_log AS l
     WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= (SELECT last_at FROM event_seq)
       AND occurred_at >= coalesce($2::timestamptz, '-infinity')
       AND occurred_at <= coalesce($3::timestamptz, 'infinity')
@@ -34,7 +34,7 @@ WITH cursor AS MATERIALIZED (
   SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head)
       AND NOT rewound, false) AS ok FROM bounds
 ), ev AS (
-  SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= $15 AND (SELECT ok FROM go)
+  SELECT seq, space, type, epoch, trace_parent, actor, occurred_at, payload FROM read WHERE n <= $15 AND (SELECT ok FROM go)
 ),
 matched AS (
   SELECT e.seq, e.epoch, e.occurred_at, s.sub
@@ -45,7 +45,7 @@ matched AS (
   CROSS JOIN LATERAL (
     SELECT s.id AS sub FROM webhook_subscriptions AS s
     WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
-      AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+      AND e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path)
       OFFSET 0
   ) AS s
 ), counted AS (

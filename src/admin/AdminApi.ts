@@ -41,6 +41,7 @@ import { AdminAuthorization } from "./AdminAuth.ts"
 import { InvalidRequest, NotPermitted, OperatorOnly, PushOff } from "./AdminErrors.ts"
 import { RequestBodies, Unexpected } from "./AdminRequests.ts"
 import * as S from "./AdminSchemas.ts"
+import { EventTypesApi } from "./EventTypesApi.ts"
 import { FeedApi } from "./FeedApi.ts"
 import * as ReceiverWebhooks from "./ReceiverWebhooks.ts"
 
@@ -80,6 +81,7 @@ const subscriptionFields = {
   scope: Schema.Array(Schema.String),
   rateLimit: Schema.optional(Schema.NullOr(Schema.Finite)),
   headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  filter: Schema.optional(Schema.NullOr(S.PayloadFilterJson)),
 }
 
 export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
@@ -111,6 +113,7 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
         scope: Schema.optional(subscriptionFields.scope),
         rateLimit: subscriptionFields.rateLimit,
         headers: subscriptionFields.headers,
+        filter: subscriptionFields.filter,
       }),
       success: S.Subscription,
       error: [NoSubscription, BadSubscription, UnsafeTarget, NotPermitted],
@@ -250,6 +253,7 @@ export class AdminApi extends HttpApi.make("bothy-admin")
   .add(ConsumersApi)
   .add(JobsApi)
   .add(AccessApi)
+  .add(EventTypesApi)
   .middleware(RequestErrors)
   .middleware(RequestBodies)
   .middleware(AdminAuthorization)

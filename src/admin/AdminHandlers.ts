@@ -21,6 +21,7 @@ import { AdminApi } from "./AdminApi.ts"
 import { CurrentCaller } from "./AdminAuth.ts"
 import { InvalidRequest, PushOff, unexpected } from "./AdminErrors.ts"
 import { defaultLimit, retried } from "./AdminSchemas.ts"
+import { eventTypes } from "./EventTypesHandlers.ts"
 import { feed } from "./FeedHandlers.ts"
 
 const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers) =>
@@ -253,4 +254,4 @@ const jobs = HttpApiBuilder.group(AdminApi, "jobs", (handlers) =>
  * Every group's handlers; they need `WebhookSubscriptions`, `Permissions`, the pool, and
  * `PushConfig` if push is on.
  */
-export const layer = Layer.mergeAll(subscriptions, deliveries, registrations, consumers, jobs, access, feed)
+export const layer = Layer.mergeAll(subscriptions, deliveries, registrations, consumers, jobs, access, feed, eventTypes)

@@ -12,6 +12,12 @@ import { Uuid } from "../platform/Uuid.ts"
 import type { RetryNow } from "../webhooks/subscriptions/SubscriptionRetry.ts"
 import { deliveryStates } from "../webhooks/subscriptions/WebhookDeliveries.ts"
 
+/** A payload filter as JSON; `WebhookSubscriptions` checks it (a 400 naming its path). */
+export const PayloadFilterJson = Schema.Json.annotate({
+  description:
+    'A payload filter: {"and": [...]}, {"or": [...]}, {"not": ...}, or {"path": "$.a.b", <op>: value} with op one of eq, in, exists, gt, gte, lt, lte, startsWith',
+})
+
 /** An int8 as a decimal string. */
 const Int8 = Schema.BigInt.annotate({ description: "A 64-bit integer, as a decimal string" })
 const Time = Schema.Date.annotate({ description: "ISO 8601 time" })
@@ -30,6 +36,8 @@ export const Subscription = Schema.Struct({
   lastSequence: Int8,
   rateLimit: Schema.NullOr(Schema.Finite),
   headers: Schema.Record(Schema.String, Schema.String),
+  /** The payload filter (docs/webhooks.md, "Payload filters"); null: every payload. */
+  filter: Schema.NullOr(PayloadFilterJson),
 }).annotate({ identifier: "Subscription" })
 
 export const CreatedSubscription = Schema.Struct({

@@ -11,13 +11,17 @@
  * `AdminAddressUnavailable`, naming the setting.
  */
 import { Effect, Layer, Option, Schema } from "effect"
-import { HttpApiBuilder, HttpApiScalar } from "effect/http-api"
+import { HttpRouter, HttpServerResponse } from "effect/http"
+import { HttpApiBuilder, HttpApiScalar, OpenApi } from "effect/http-api"
+import { SqlClient } from "effect/sql"
+import { EventTypeCatalog } from "../log/EventTypeCatalog.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as ListenAddress from "../platform/ListenAddress.ts"
 import { AdminApi, requestErrorsLayer } from "./AdminApi.ts"
 import { AdminAuth, authorizationLayer } from "./AdminAuth.ts"
 import * as AdminHandlers from "./AdminHandlers.ts"
 import { defaultMaxBodyBytes, requestBodiesLayer, unexpectedLayer } from "./AdminRequests.ts"
+import * as ReceiverWebhooks from "./ReceiverWebhooks.ts"
 import * as StatusPage from "./StatusPage.ts"
 
 export const defaultAddress = "127.0.0.1:9465"
@@ -57,6 +61,34 @@ export class AdminTokenRequired extends Schema.TaggedError<AdminTokenRequired>()
   }
 }
 
+/**
+ * The OpenAPI document with the event-type catalog as it is now under `webhooks`: read at each
+ * request, so a type added is listed at once.
+ */
+export const openApiDocument = Effect.gen(function* () {
+  const catalog = yield* EventTypeCatalog.make
+  return ReceiverWebhooks.addTypes(OpenApi.fromApi(AdminApi) as unknown as Record<string, unknown>, yield* catalog.list)
+})
+
+// The pool is taken when the routes are built, as the API's handlers take theirs.
+const openApiRoute = Layer.unwrap(
+  Effect.map(Effect.service(SqlClient.SqlClient), (sql) =>
+    HttpRouter.add(
+      "GET",
+      "/openapi.json",
+      openApiDocument.pipe(
+        Effect.provideService(SqlClient.SqlClient, sql),
+        Effect.map((document) => HttpServerResponse.jsonUnsafe(document)),
+        Effect.catch((e) =>
+          Effect.logError("admin API: the OpenAPI document failed", e).pipe(
+            Effect.as(HttpServerResponse.empty({ status: 500 })),
+          ),
+        ),
+      ),
+    ),
+  ),
+)
+
 /** How the API reads requests. */
 export interface RoutesOptions {
   /** The largest request body read, in bytes (`admin.max_body_bytes`; 1 MiB when absent). */
@@ -69,10 +101,7 @@ export interface RoutesOptions {
  * `PushConfig` when push is on (registrations), and the HTTP platform services a Node server provides.
  */
 export const routesWith = (options: RoutesOptions = {}) =>
-  Layer.mergeAll(
-    HttpApiBuilder.layer(AdminApi, { openapiPath: "/openapi.json" }),
-    HttpApiScalar.layer(AdminApi, { path: "/docs" }),
-  ).pipe(
+  Layer.mergeAll(HttpApiBuilder.layer(AdminApi), openApiRoute, HttpApiScalar.layer(AdminApi, { path: "/docs" })).pipe(
     Layer.provide(AdminHandlers.layer),
     Layer.provide([
       authorizationLayer,

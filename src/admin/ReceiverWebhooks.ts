@@ -80,3 +80,65 @@ export const addTo = (spec: Record<string, unknown>): Record<string, unknown> =>
     },
   }
 }
+
+/** The component name of a type's payload schema (`:` is not allowed in component names). */
+export const payloadComponent = (type: string) => `Payload_${type.replaceAll(":", "_")}`
+
+/** `#/$defs/...` inside a type's schema, pointed at the copy in components. */
+const rebased = (schema: unknown, component: string): unknown =>
+  JSON.parse(JSON.stringify(schema).replaceAll('"#/$defs/', `"#/components/schemas/${component}/$defs/`))
+
+/** The event types a receiver may get, as the catalog (`EventTypeCatalog`) lists them. */
+export interface CatalogType {
+  readonly name: string
+  readonly description: string
+  readonly schema: unknown
+  readonly example: unknown
+  readonly deprecated: boolean
+}
+
+/**
+ * The spec with one more `webhooks` entry per catalog type: the envelope whose `type` is the
+ * type's name and whose `data` is its payload schema (in components, as `Payload_<type>`, with its
+ * example), so a generator such as openapi-typescript gives a receiver one type per event type.
+ * A type without a schema gets an open `data`.
+ */
+export const addTypes = (spec: Record<string, unknown>, types: ReadonlyArray<CatalogType>): Record<string, unknown> => {
+  const components = (spec.components ?? {}) as { readonly schemas?: Record<string, unknown> }
+  const schemas: Record<string, unknown> = { ...components.schemas }
+  const webhooks: Record<string, unknown> = { ...(spec.webhooks as Record<string, unknown> | undefined) }
+  const generic = (webhooks[name] as { post: Record<string, unknown> } | undefined)?.post ?? {}
+  for (const type of types) {
+    const component = payloadComponent(type.name)
+    schemas[component] = {
+      ...(type.schema === null ? {} : (rebased(type.schema, component) as object)),
+      ...(type.example === null ? {} : { examples: [type.example] }),
+    }
+    webhooks[type.name] = {
+      post: {
+        ...generic,
+        operationId: `receive_${component}`,
+        summary: type.description === "" ? `An event of type ${type.name}` : type.description,
+        deprecated: type.deprecated,
+        requestBody: {
+          required: true,
+          content: {
+            "application/json": {
+              schema: {
+                allOf: [
+                  inComponents(envelopeDocument.schema),
+                  {
+                    type: "object",
+                    required: ["type", "data"],
+                    properties: { type: { const: type.name }, data: { $ref: `#/components/schemas/${component}` } },
+                  },
+                ],
+              },
+            },
+          },
+        },
+      },
+    }
+  }
+  return { ...spec, webhooks, components: { ...components, schemas } }
+}

@@ -1,6 +1,7 @@
 /**
  * The admin API's work from a terminal, against the database alone (no worker needs to run):
- * `bothy subscriptions ...`, `bothy deliveries ...`, `bothy registrations ...`. Each command calls
+ * `bothy subscriptions ...`, `bothy deliveries ...`, `bothy registrations ...`, `bothy event-types
+ * ...`. Each command calls
  * the service the API's handler calls (`WebhookSubscriptions`, `WebhookDeliveries`,
  * `DeliveryResend`, `PushRegistrations`), as the operator; tables for people, `--json` (the API's
  * shapes, from `AdminSchemas`) for scripts.
@@ -13,10 +14,11 @@
  * recovery makes deliveries pending; a running worker sends them.
  */
 import { deliveries } from "./DeliveryCommands.ts"
+import { eventTypes } from "./EventTypeCommands.ts"
 import { registrations } from "./RegistrationCommands.ts"
 import { subscriptions } from "./SubscriptionCommands.ts"
 
 export { loadWebhookSettings } from "./AdminCommandRuntime.ts"
 
-/** The three command groups, for `bothy`'s subcommands. */
-export const all = [subscriptions, deliveries, registrations] as const
+/** The command groups, for `bothy`'s subcommands. */
+export const all = [subscriptions, deliveries, registrations, eventTypes] as const

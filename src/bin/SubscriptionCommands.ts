@@ -15,6 +15,7 @@ const subscriptionLines = (s: Subscription) =>
     ["event types", s.eventTypes.length === 0 ? "all" : s.eventTypes.join(", ")],
     ["rate limit", s.rateLimit === null ? "none" : `${s.rateLimit}/s`],
     ["headers", Object.keys(s.headers).join(", ") || "none"],
+    ["payload filter", s.filter === null ? "none" : JSON.stringify(s.filter)],
     ["started after seq", String(s.startedSeq)],
     ["last delivered seq", String(s.lastDeliveredSeq)],
     ["last sequence", String(s.lastSequence)],
@@ -25,13 +26,22 @@ const subscriptionLines = (s: Subscription) =>
 const url = Flag.String("url").pipe(Flag.withDescription("the https URL deliveries go to"))
 const scope = Flag.String("scope").pipe(Flag.withDescription("a space whose events it receives (repeat it)"))
 const eventType = Flag.String("event-type").pipe(
-  Flag.withDescription("an event type it receives (repeat it; none: every type)"),
+  Flag.withDescription("an event type or pattern (order.*) it receives (repeat it; none: every type)"),
   Flag.atLeast(0),
 )
 const rateLimit = Flag.String("rate-limit").pipe(
   Flag.withDescription("requests per second at most, or none"),
   Flag.optional,
 )
+const filter = Flag.String("filter").pipe(
+  Flag.withDescription(
+    'a payload filter as JSON, e.g. \'{"path": "$.amount", "gte": 100}\' (docs/webhooks.md), or none to remove it',
+  ),
+  Flag.withSchema(Schema.Union([Schema.Literal("none"), Schema.fromJsonString(Schema.Json)])),
+  Flag.optional,
+)
+const filterField = (flag: Option.Option<Schema.Json>) =>
+  Option.isSome(flag) ? { filter: flag.value === "none" ? null : flag.value } : {}
 const header = Flag.KeyValuePair("header").pipe(
   Flag.withDescription("an extra request header, NAME=VALUE (repeat it)"),
   Flag.optional,
@@ -52,12 +62,14 @@ const create = Command.make(
     eventType,
     rateLimit,
     header,
+    filter,
     json,
   },
   (flags) =>
     Effect.gen(function* () {
       const webhooks = yield* WebhookSubscriptions
       const { id, secret } = yield* webhooks.create({
+        ...filterField(flags.filter),
         owner: flags.owner,
         url: flags.url,
         scope: flags.scope,
@@ -150,12 +162,14 @@ const update = Command.make(
       Flag.withDescription("remove the extra headers"),
       Flag.withDefault(false),
     ),
+    filter,
     json,
   },
   (flags) =>
     Effect.gen(function* () {
       const webhooks = yield* WebhookSubscriptions
       const s = yield* webhooks.update(flags.id, {
+        ...filterField(flags.filter),
         ...(Option.isSome(flags.url) ? { url: flags.url.value } : {}),
         ...(flags.scope.length > 0 ? { scope: flags.scope } : {}),
         ...(flags.allTypes ? { eventTypes: [] } : flags.eventType.length > 0 ? { eventTypes: flags.eventType } : {}),
@@ -166,7 +180,7 @@ const update = Command.make(
     }).pipe(withWebhooks),
 ).pipe(
   Command.withDescription(
-    "Change a subscription's URL, scope (--scope replaces it), event types, rate limit or extra headers (--header replaces them)",
+    "Change a subscription's URL, scope (--scope replaces it), event types, payload filter, rate limit or extra headers (--header replaces them)",
   ),
 )
 

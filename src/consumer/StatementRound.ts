@@ -40,7 +40,8 @@ import * as ReadWindow from "./ReadWindow.ts"
 
 /**
  * A consumer's fan-out as SQL. `ctes` follow `ev (seq bigint, space text, type text, epoch int,
- * trace_parent text, actor text, occurred_at timestamptz)`, the batch's events (empty when the round writes nothing), do the consumer's
+ * trace_parent text, actor text, occurred_at timestamptz)`, plus `payload jsonb` when `payload` is
+ * set, the batch's events (empty when the round writes nothing), do the consumer's
  * own writes, and end in `wanted (seq bigint, receiver text, kind text, queue text, args jsonb,
  * max_attempts int)`: one row per job, for the event `seq` and the receiver `receiver` (its unique
  * key's parts); a NULL queue or max_attempts takes the job default. The job gets the event's
@@ -54,6 +55,12 @@ export interface StatementFanOut {
    * a SELECT in WITH only as far as the statement reads it, so the round reads these.
    */
   readonly sideEffects?: ReadonlyArray<string>
+  /**
+   * The fan-out reads the events' payloads (`ev.payload`): the round then reads them with the
+   * batch. Off, the round leaves them in the log, as a fan-out that decides by space and type
+   * needs no more.
+   */
+  readonly payload?: boolean
 }
 
 export interface StatementRoundOptions {
@@ -85,8 +92,9 @@ interface Row {
   readonly traceParents: ReadonlyArray<string> | null
 }
 
-/** What the read takes of an event. */
-const columns = "seq, space_id, type, epoch, occurred_at, trace_parent, actor"
+/** What the read takes of an event; the payload too when the fan-out asks for it. */
+const columnsOf = (payload: boolean | undefined) =>
+  `seq, space_id, type, epoch, occurred_at, trace_parent, actor${payload === true ? ", payload" : ""}`
 
 /** The most days of partitions a round names in its read; a wider window reads `event_log`. */
 const mostDays = 2
@@ -105,7 +113,7 @@ export const namedDays = (window: ReadWindow.Window | undefined) =>
  * reads it; one dropped fails the statement (`undefined_table`) and the transactional round takes
  * over. The statement's text names the days, so each day's round is a prepared statement of its own.
  */
-const source = (sql: SqlClient.SqlClient, window: ReadWindow.Window | undefined): Statement.Fragment =>
+const source = (sql: SqlClient.SqlClient, window: ReadWindow.Window | undefined, columns: string): Statement.Fragment =>
   EventLogPartitions.source(sql, namedDays(window), columns)
 
 /** The round's outcome from its row; `undefined` for the transactional round to take over. */
@@ -140,14 +148,16 @@ export const statement = (
 ) => {
   const { name, batchSize, fanOut } = options
   const read = (cte: string) => sql`(SELECT count(*) FROM ${sql(cte)})`
+  const columns = columnsOf(fanOut.payload)
+  const payload = sql.literal(fanOut.payload === true ? ", payload" : "")
   return sql<Row>`
       WITH cursor AS MATERIALIZED (
         SELECT last_seq, last_at, xmin AS version FROM event_consumer_cursors WHERE name = ${name} FOR UPDATE SKIP LOCKED
       ), read AS MATERIALIZED (
-        SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor,
+        SELECT e.seq, e.space_id AS space, e.type, e.epoch, e.occurred_at, e.trace_parent, e.actor${sql.literal(fanOut.payload === true ? ", e.payload" : "")},
                row_number() OVER (ORDER BY e.seq) AS n
         FROM cursor AS c CROSS JOIN LATERAL (
-          SELECT ${sql.literal(columns)} FROM ${source(sql, bounds)} AS l
+          SELECT ${sql.literal(columns)} FROM ${source(sql, bounds, columns)} AS l
           WHERE seq > c.last_seq AND occurred_at >= c.last_at AND occurred_at <= ${EventLog.headAt(sql)}
             AND occurred_at >= coalesce(${bounds?.since ?? null}::timestamptz, '-infinity')
             AND occurred_at <= coalesce(${bounds?.until ?? null}::timestamptz, 'infinity')
@@ -171,7 +181,7 @@ export const statement = (
         SELECT coalesce(fresh AND events > 0 AND to_seq - after = events AND (is_full OR to_seq = head)
                         AND NOT rewound, false) AS ok FROM bounds
       ), ev AS (
-        SELECT seq, space, type, epoch, trace_parent, actor, occurred_at FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
+        SELECT seq, space, type, epoch, trace_parent, actor, occurred_at${payload} FROM read WHERE n <= ${batchSize} AND (SELECT ok FROM go)
       ), ${fanOut.ctes(sql)}, ${Jobs.insertCtes(
         sql,
         sql`(

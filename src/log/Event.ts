@@ -62,9 +62,18 @@ export type Event = typeof Event.Type
 export class InvalidEvent extends Schema.TaggedError<InvalidEvent>()("InvalidEvent", {
   /** Position of the offending event in the batch that was rejected. */
   index: Schema.Int,
-  reason: Schema.Literals(["Malformed", "PayloadTooLarge", "PayloadTooDeep", "PayloadNotStorable", "EmptyBatch"]),
+  reason: Schema.Literals([
+    "Malformed",
+    "PayloadTooLarge",
+    "PayloadTooDeep",
+    "PayloadNotStorable",
+    "EmptyBatch",
+    "SchemaMismatch",
+  ]),
   /** The offending field (`type`, `payload.items[3]`); empty when the event is not an object, absent for `EmptyBatch`. */
   field: Schema.optional(Schema.String),
+  /** For `SchemaMismatch`: where in the type's JSON Schema (`#/properties/amount/type`), from the event-type catalog. */
+  schemaPath: Schema.optional(Schema.String),
   detail: Schema.String,
 }) {
   override get message() {

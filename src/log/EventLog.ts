@@ -31,15 +31,18 @@
  *
  * The log knows no consumer: the NOTIFY on `event_log` carries no payload and is only a wake-up.
  */
-import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import type { LogSequencing } from "../platform/BothyConfig.ts"
 import { isNoPartition, pgFailure } from "../platform/PgError.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
+import { type Appended, type AppendNotCommitted, type Sequenced, sequencedWith } from "./AppendSequenced.ts"
 import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
 import { between } from "./EventLogReads.ts"
+import * as EventTypeValidation from "./EventTypeValidation.ts"
 
+export { type Appended, AppendNotCommitted, type Sequenced, type Unsequenced } from "./AppendSequenced.ts"
 // The fragments other parts compose (the head, time-bounded reads) are `EventLogReads`'; they are
 // part of this module's face, as the log's reads always were.
 export * from "./EventLogReads.ts"
@@ -52,29 +55,6 @@ export const channel = "event_log"
 
 /** The transaction-scoped advisory lock appenders queue on (see the module header). */
 export const appendLockKey = 7_270_100_001n
-
-/** Where an append landed in the log: its events hold `firstSeq..lastSeq`, in the batch's order. */
-export interface Sequenced {
-  readonly _tag: "Sequenced"
-  readonly firstSeq: bigint
-  readonly lastSeq: bigint
-  readonly epoch: number
-  readonly occurredAt: Date
-}
-
-/**
- * An append in `post_commit` mode: committed (or not) with the producer's transaction, numbered
- * later by the sequencer. `sequenced` turns it into its seqs once they are given.
- */
-export interface Unsequenced {
-  readonly _tag: "Unsequenced"
-  /** The append's row in `event_log_pending`, later `event_log.append_id` of each of its events. */
-  readonly appendId: bigint
-  readonly events: number
-}
-
-/** What an append returns: its seqs in `counter` mode, its id in `post_commit` mode. */
-export type Appended = Sequenced | Unsequenced
 
 /** The head of the log: the highest committed seq (0 when empty) and the current epoch. */
 export interface Head {
@@ -93,18 +73,6 @@ export class EventLogPartitionMissing extends Schema.TaggedError<EventLogPartiti
 
 export type AppendError = InvalidEvent | EventLogPartitionMissing | SqlError
 
-/**
- * `sequenced` found an append neither waiting for the sequencer nor in the log: its transaction
- * rolled back, or has not committed yet (`sequenced` belongs after the commit).
- */
-export class AppendNotCommitted extends Schema.TaggedError<AppendNotCommitted>()("AppendNotCommitted", {
-  appendId: Schema.BigInt,
-}) {
-  override get message() {
-    return `append ${this.appendId} is neither pending nor in event_log: its transaction rolled back or has not committed yet`
-  }
-}
-
 /** A defect: without its one `event_seq` row the log cannot number anything. */
 const noCounterRow = Effect.die("event_seq has no row: the migrations were not applied")
 
@@ -117,16 +85,40 @@ const rowsOf = Effect.fnUntraced(function* (events: ReadonlyArray<NewEvent>) {
   const rows = JSON.stringify(
     valid.map(([e, payload]) => ({ s: e.space, t: e.type, a: e.actor, p: payload, tp: parent })),
   )
-  return { rows, n: valid.length }
+  return { rows, n: valid.length, valid: valid.map(([e]) => e) }
 })
 
-const appendWith = (sql: SqlClient.SqlClient) =>
+/**
+ * Runs `statement` with the catalog's version the batch was checked against; `undefined` from it
+ * means its guard saw another version (or no counter row): the catalog is read again and the
+ * batch checked again, and a second `undefined` at an unchanged version is the missing row.
+ */
+const checked = <A>(
+  catalog: EventTypeValidation.CatalogCheck,
+  events: ReadonlyArray<NewEvent>,
+  statement: (version: bigint) => Effect.Effect<A | undefined, AppendError>,
+): Effect.Effect<A, AppendError> =>
+  Effect.gen(function* () {
+    let used: bigint | undefined
+    for (;;) {
+      const version = yield* catalog.check(events)
+      if (version === used) return yield* noCounterRow
+      const done = yield* statement(version)
+      if (done !== undefined) return done
+      used = version
+      yield* catalog.reload
+    }
+  })
+
+const appendWith = (sql: SqlClient.SqlClient, catalog: EventTypeValidation.CatalogCheck) =>
   Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
-    const { rows, n } = yield* rowsOf(events)
+    const { rows, n, valid } = yield* rowsOf(events)
     // One statement: counter update (takes the lock), insert, NOTIFY. Only COMMIT follows.
-    const [row] = yield* sql<{ base: bigint; epoch: number; at: Date }>`
+    // The catalog's guard runs before the lock, so it adds nothing to the serialized phase.
+    const statement = (version: bigint) =>
+      sql<{ base: bigint; epoch: number; at: Date }>`
       WITH turn AS MATERIALIZED (
-        SELECT pg_advisory_xact_lock(${appendLockKey})
+        SELECT pg_advisory_xact_lock(${appendLockKey}) WHERE ${catalog.guard(version)}
       ), head AS (
         UPDATE event_seq SET value = value + ${n}, last_at = greatest(clock_timestamp(), last_at) FROM turn
         RETURNING value - ${n} AS base, epoch, last_at AS at
@@ -137,9 +129,12 @@ const appendWith = (sql: SqlClient.SqlClient) =>
           WITH ORDINALITY AS e(s, t, a, p, tp, ord)
       )
       SELECT head.base, head.epoch, head.at FROM head, (SELECT pg_notify(${channel}, '')) AS wake`.pipe(
-      Effect.catchIf(isNoPartition, (e) => Effect.fail(new EventLogPartitionMissing({ detail: pgFailure(e).message }))),
-    )
-    if (row === undefined) return yield* noCounterRow
+        Effect.map((rows) => rows[0]),
+        Effect.catchIf(isNoPartition, (e) =>
+          Effect.fail(new EventLogPartitionMissing({ detail: pgFailure(e).message })),
+        ),
+      )
+    const row = yield* checked(catalog, valid, statement)
     return {
       _tag: "Sequenced",
       firstSeq: row.base + 1n,
@@ -150,48 +145,17 @@ const appendWith = (sql: SqlClient.SqlClient) =>
   })
 
 // One row, no shared lock: producers' commits do not wait for each other (nor NOTIFY: see the header).
-const appendPendingWith = (sql: SqlClient.SqlClient) =>
+const appendPendingWith = (sql: SqlClient.SqlClient, catalog: EventTypeValidation.CatalogCheck) =>
   Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
-    const { rows, n } = yield* rowsOf(events)
-    const [row] = yield* sql<{ id: bigint }>`
-      INSERT INTO event_log_pending (events) VALUES (${rows}::jsonb) RETURNING id`
-    return { _tag: "Unsequenced", appendId: row!.id, events: n } satisfies Appended as Appended
-  })
-
-/** Longest pause between two looks of `sequenced`: it starts at a millisecond and doubles. */
-const sequencedPollCap = Duration.millis(100)
-
-const sequencedWith = (sql: SqlClient.SqlClient) =>
-  Effect.fn("EventLog.sequenced")(function* (appended: Appended) {
-    if (appended._tag === "Sequenced") return appended
-    const { appendId, events } = appended
-    // One statement, one snapshot: the sequencer's move is atomic, so a committed append is in
-    // exactly one of the two tables.
-    const look = sql<{
-      pending: boolean
-      first: bigint | null
-      last: bigint | null
-      n: number
-      epoch: number | null
-      at: Date | null
-    }>`
-      SELECT EXISTS (SELECT FROM event_log_pending WHERE id = ${appendId}) AS pending,
-             min(seq) AS first, max(seq) AS last, count(*)::int AS n, min(epoch) AS epoch, min(occurred_at) AS at
-      FROM event_log WHERE append_id = ${appendId}`
-    for (let pause = 1; ; pause = Math.min(pause * 2, Duration.toMillis(sequencedPollCap))) {
-      const [row] = yield* look
-      if (row !== undefined && row.n === events && row.first !== null && row.last !== null) {
-        return {
-          _tag: "Sequenced",
-          firstSeq: row.first,
-          lastSeq: row.last,
-          epoch: row.epoch!,
-          occurredAt: row.at!,
-        } satisfies Sequenced
-      }
-      if (row?.pending !== true) return yield* new AppendNotCommitted({ appendId })
-      yield* Effect.sleep(Duration.millis(pause))
-    }
+    const { rows, n, valid } = yield* rowsOf(events)
+    const row = yield* checked(catalog, valid, (version) =>
+      Effect.map(
+        sql<{ id: bigint }>`
+          INSERT INTO event_log_pending (events) SELECT ${rows}::jsonb WHERE ${catalog.guard(version)} RETURNING id`,
+        (rows) => rows[0],
+      ),
+    )
+    return { _tag: "Unsequenced", appendId: row.id, events: n } satisfies Appended as Appended
   })
 
 const readWith = (sql: SqlClient.SqlClient) =>
@@ -311,7 +275,8 @@ export class EventLog extends Context.Service<
 const make = (sequencing: LogSequencing) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const append = sequencing === "counter" ? appendWith(sql) : appendPendingWith(sql)
+    const catalog = yield* EventTypeValidation.make(sql)
+    const append = sequencing === "counter" ? appendWith(sql, catalog) : appendPendingWith(sql, catalog)
     const appendAfter = <A, E, R>(work: Effect.Effect<A, E, R>, events: (value: A) => ReadonlyArray<NewEvent>) =>
       sql.withTransaction(
         Effect.gen(function* () {

@@ -31,6 +31,8 @@ import eventLogHourlyLeaves from "../../migrations/0017_event_log_hourly_leaves.
 import retentionLease from "../../migrations/0018_retention_lease.ts"
 import jobWorkerBackend from "../../migrations/0019_job_worker_backend.ts"
 import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_started.ts"
+import webhookFilters from "../../migrations/0021_webhook_filters.ts"
+import eventTypes from "../../migrations/0022_event_types.ts"
 import * as DatabaseSchema from "./DatabaseSchema.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
@@ -54,6 +56,8 @@ export const migrations = {
   "0018_retention_lease": retentionLease,
   "0019_job_worker_backend": jobWorkerBackend,
   "0020_webhook_attempts_started": webhookAttemptsStarted,
+  "0021_webhook_filters": webhookFilters,
+  "0022_event_types": eventTypes,
 } as const
 
 /** The table in which the migrator records applied migrations. */

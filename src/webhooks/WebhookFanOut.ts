@@ -1,6 +1,7 @@
 /**
  * The `webhooks` consumer: in each round, every event gets a delivery for each active subscription
- * whose scope holds the event's space and whose filter holds its type, all in the round's
+ * whose scope holds the event's space, whose event types or patterns match its type and whose
+ * payload filter (if any) its payload passes, all in the round's
  * transaction; and each subscription that got deliveries gets one drain job (`WebhookDrainer`),
  * unless a live drainer already holds its slot. Deliveries take their `sequence` only when they
  * are sent (`WebhookNumbering`), so the round hands out none.
@@ -8,7 +9,10 @@
  * Matching looks up each event's space in `webhook_subscription_spaces` (a LATERAL index probe per
  * event, so the cost is the matching subscriptions, not all of them). The events come in as typed
  * arrays, so the planner knows how many there are. A subscription receives only events after the
- * one it started at.
+ * one it started at. A payload filter is a stored SQL/JSON path predicate, evaluated as
+ * `payload @@ filter_path` in the same statement (`SubscriptionRows.takesSql`): the statement's
+ * text is the same whatever the filters, so it stays prepared, and a filter changed by an update
+ * applies from the next round on.
  *
  * The round upserts the `webhook_drains` row of every subscription it creates deliveries for,
  * which locks that row until the round commits: exactly the lock a finishing drainer takes before
@@ -27,6 +31,7 @@ import * as StatementRound from "../consumer/StatementRound.ts"
 import type { Event } from "../log/Event.ts"
 import { deliverKind, drainJob, maxAttempts, queue } from "./drain/DrainJob.ts"
 import { heldCtes, lockedCte } from "./drain/DrainSlot.ts"
+import { takesSql } from "./subscriptions/SubscriptionRows.ts"
 import { disableStartedBefore } from "./subscriptions/SubscriptionStates.ts"
 
 /** The channel of the round's nudges to live drainers. */
@@ -37,18 +42,19 @@ export { deliverKind, drainJob, maxAttempts, queue }
 export const name = "webhooks"
 
 /**
- * A batch of events as rows `e(seq, space, type, epoch, occurred_at)`: one typed array per column,
- * so the planner knows the count.
+ * A batch of events as rows `e(seq, space, type, epoch, occurred_at, payload)`: one typed array per
+ * column, so the planner knows the count.
  * @internal
  */
 export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>) =>
   sql`unnest(${events.map((e) => e.seq.toString())}::bigint[], ${events.map((e) => e.space)}::text[],
              ${events.map((e) => e.type)}::text[], ${events.map((e) => e.epoch)}::int[],
-             ${events.map((e) => e.occurredAt.toISOString())}::timestamptz[]) AS e(seq, space, type, epoch, occurred_at)`
+             ${events.map((e) => e.occurredAt.toISOString())}::timestamptz[],
+             ${events.map((e) => JSON.stringify(e.payload))}::jsonb[]) AS e(seq, space, type, epoch, occurred_at, payload)`
 
 /**
  * `matched AS (...)`: the (event, active subscription) pairs of the events in `ev(seq, space, type,
- * epoch)`. Each `OFFSET 0` LATERAL keeps matching a probe per event of the space index, then of the
+ * epoch, occurred_at, payload)`. Each `OFFSET 0` LATERAL keeps matching a probe per event of the space index, then of the
  * subscriptions' primary key per candidate: without them the planner hashes a scan of every
  * subscription (once per batch, or worse once per event), whatever the batch's size.
  */
@@ -62,7 +68,7 @@ const matchedCte = (sql: SqlClient.SqlClient) => sql`
     CROSS JOIN LATERAL (
       SELECT s.id AS sub FROM webhook_subscriptions AS s
       WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
-        AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+        AND ${takesSql(sql, "s", "e.type", "e.payload")}
       OFFSET 0
     ) AS s
   )`
@@ -127,6 +133,7 @@ export const statementFanOut = (options: FanOutOptions): StatementRound.Statemen
       FROM held WHERE NOT (${options.skipHeld} AND is_held)
     )`,
   sideEffects: ["nudged"],
+  payload: true,
 })
 
 export const onLoss = (lost: LostRange) =>

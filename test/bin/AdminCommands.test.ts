@@ -22,6 +22,67 @@ const jsonOf = (out: NodeProcess.Finished) => {
 
 describe("bothy subscriptions", () => {
   it.live(
+    "CliManagesEventTypes: the CLI puts, lists, shows and deletes catalog types; subscriptions then take only known types, and a --filter",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* TestDatabase.cloneForProcesses("cli_types")
+        const bothy = commandLine(url, WorkerProcess.rawKey())
+        const schema = JSON.stringify({ type: "object", properties: { amount: { type: "number" } } })
+        const put = jsonOf(
+          yield* bothy([
+            "event-types",
+            "put",
+            "order.created",
+            "--schema",
+            schema,
+            "--example",
+            '{"amount":1}',
+            "--validated",
+            "--json",
+          ]),
+        )
+        assert.deepInclude(put, { name: "order.created", validated: true, deprecated: false, example: { amount: 1 } })
+        const bad = yield* bothy(["event-types", "put", "order.bad", "--schema", schema, "--example", '{"amount":"x"}'])
+        assert.strictEqual(bad.code, 1)
+        assert.match(bad.stderr, /invalid event type at example/)
+        assert.deepStrictEqual(
+          jsonOf(yield* bothy(["event-types", "list", "--json"])).items.map((t: { name: string }) => t.name),
+          ["order.created"],
+        )
+        assert.match((yield* bothy(["event-types", "show", "order.created"])).stdout, /flags +validated/)
+
+        const refused = yield* bothy(
+          ["subscriptions", "create", "--owner", "o", "--url", "http://127.0.0.1:9/o", "--scope", "s"].concat([
+            "--event-type",
+            "invoice.*",
+          ]),
+        )
+        assert.strictEqual(refused.code, 1)
+        assert.match(refused.stderr, /eventTypes\[0\].*matches no type of the event-type catalog/)
+        const created = jsonOf(
+          yield* bothy(
+            ["subscriptions", "create", "--owner", "o", "--url", "http://127.0.0.1:9/o", "--scope", "s"].concat([
+              "--event-type",
+              "order.*",
+              "--filter",
+              '{"path": "$.amount", "gte": 100}',
+              "--json",
+            ]),
+          ),
+        )
+        assert.deepStrictEqual(created.subscription.filter, { path: "$.amount", gte: 100 })
+        const cleared = jsonOf(
+          yield* bothy(["subscriptions", "update", created.subscription.id, "--filter", "none", "--json"]),
+        )
+        assert.strictEqual(cleared.filter, null)
+
+        assert.strictEqual((yield* bothy(["event-types", "delete", "order.created"])).code, 0)
+        assert.deepStrictEqual(jsonOf(yield* bothy(["event-types", "list", "--json"])).items, [])
+      }),
+    { timeout: 120_000 },
+  )
+
+  it.live(
     "CliManagesSubscriptions: the CLI creates, lists, shows (--json), updates, disables, enables, rotates and deletes subscriptions against the database, with no worker running",
     () =>
       Effect.gen(function* () {
@@ -169,7 +230,7 @@ describe("bothy subscriptions", () => {
         const latest = Object.keys(Migrations.migrations).at(-1)!
         const latestId = Number(latest.slice(0, 4))
         yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
-        yield* sql`DROP INDEX webhook_attempts_started`
+        yield* sql`DROP TABLE event_types, event_type_catalog`
         const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
           Effect.map((rows) => rows[0]!.n),
         )

@@ -25,6 +25,9 @@ export const owners: Readonly<Record<string, string>> = {
   event_sequencer: "log",
   event_log_ensure_partitions: "log",
   retention_lease: "log",
+  // 0022: the event-type catalog and its version
+  event_types: "log",
+  event_type_catalog: "log",
   // 0002
   event_consumer_cursors: "consumer",
   // 0003, 0004, 0011, 0019
@@ -32,7 +35,7 @@ export const owners: Readonly<Record<string, string>> = {
   job_workers: "jobs",
   // 0005
   permission_grants: "authz",
-  // 0006 to 0009, 0016, 0020
+  // 0006 to 0009, 0016, 0020, 0021
   webhook_subscriptions: "webhooks",
   webhook_subscription_spaces: "webhooks",
   webhook_deliveries: "webhooks",

@@ -16,6 +16,7 @@ import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { EventLog, timeOf } from "../../src/log/EventLog.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
+import type { Filter } from "../../src/webhooks/subscriptions/PayloadFilter.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
@@ -59,6 +60,9 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
 
 export const layer = (options: LayerOptions = {}) =>
   WebhookSubscriptions.layer.pipe(Layer.provideMerge(services(TestDatabase.layer(options.pool), options)))
+
+/** What `layer` provides. */
+export type Services = Layer.Success<ReturnType<typeof layer>>
 
 /**
  * On the existing database `name` (which the test creates and drops itself: a restore drops and
@@ -138,10 +142,17 @@ export const subscribe = (
   url: string,
   scope: ReadonlyArray<string>,
   eventTypes: ReadonlyArray<string> = [],
+  filter?: Filter,
 ) =>
   Effect.gen(function* () {
     for (const space of scope) yield* PermissionGrants.grant(owner, webhookDeliver, space)
-    return yield* (yield* WebhookSubscriptions).create({ owner, url, scope, eventTypes })
+    return yield* (yield* WebhookSubscriptions).create({
+      owner,
+      url,
+      scope,
+      eventTypes,
+      ...(filter === undefined ? {} : { filter: filter as Schema.Json }),
+    })
   })
 
 /** Appends one event (`item.created` unless told) in `space` carrying `payload`, in a transaction of its own. */

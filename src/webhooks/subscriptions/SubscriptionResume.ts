@@ -29,6 +29,7 @@ import { deliverKind, maxAttempts, queue } from "../drain/DrainJob.ts"
 import { heldCtes, lockedCte } from "../drain/DrainSlot.ts"
 import { currentEpoch } from "../WebhookEpoch.ts"
 import * as WebhookFanOut from "../WebhookFanOut.ts"
+import { takesSql } from "./SubscriptionRows.ts"
 
 /** The consumer whose cursor decides which events a re-enabling covers (`WebhookFanOut.name`). */
 const consumer = WebhookFanOut.name
@@ -97,7 +98,7 @@ const catchUp = (sql: SqlClient.SqlClient, id: string, from: bigint, to: bigint)
         SELECT s.id, e.seq, ${currentEpoch(sql)}, e.occurred_at
         FROM webhook_subscriptions AS s
         JOIN event_log AS e ON e.seq BETWEEN ${from} AND ${to}
-          AND (cardinality(s.event_types) = 0 OR e.type = ANY (s.event_types))
+          AND ${takesSql(sql, "s", "e.type", "e.payload")}
         WHERE s.id = ${id}::uuid
           AND EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
                       WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id)

@@ -1,9 +1,9 @@
 /**
  * Webhook subscriptions: create, list, update, disable, enable, rotate the secret, delete, read.
  *
- * A subscription belongs to an owner principal, targets one URL, filters by event type (none: all
- * types) and covers a set of spaces; it receives the events committed after its creation, in seq
- * order. Its signing secret (`whsec_...`) is shown once, at creation or rotation, is `Redacted` in
+ * A subscription belongs to an owner principal, targets one URL, filters by event type (exact
+ * types and patterns such as `order.*`; none: all types) and optionally by payload (`PayloadFilter`),
+ * and covers a set of spaces; it receives the events committed after its creation, in seq order. Its signing secret (`whsec_...`) is shown once, at creation or rotation, is `Redacted` in
  * code, and is stored sealed (AES-256-GCM) so a database dump alone does not reveal it. After a
  * rotation the old secret stays valid for 24 h and deliveries are signed with both.
  *
@@ -13,31 +13,30 @@
  *
  * Targets are validated at creation and update for fast feedback; the address actually dialed is checked
  * again at every delivery. The rest of the input is validated before any SQL: an
- * `InvalidSubscription` names the field (`owner`, `scope[3]`, `eventTypes[0]`) and nothing is
- * written. Event types must be valid event types (`Event.eventTypePattern`) and match exactly, so
- * `"a b"` or `"order.*"`, which no event could ever match, are refused; scope and event types are
- * capped (`maxScope`, `maxEventTypes`).
+ * `InvalidSubscription` names the field (`owner`, `scope[3]`, `eventTypes[0]`, `filter.or[1].gt`)
+ * and nothing is written. Event types must be valid event types or patterns (`EventTypePatterns`),
+ * so `"a b"` or `"order*"`, which no event could ever match, are refused; scope and event types
+ * are capped (`maxScope`, `maxEventTypes`).
  *
  * Building the layer runs `SealingKeyCheck.verify`: a process with another key than the
  * database's would seal secrets that no worker can open.
  */
 import { Clock, Context, Duration, Effect, Layer, type Redacted, Schema } from "effect"
-import { SqlClient, type Statement } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as SealingKeyCheck from "../../crypto/SealingKeyCheck.ts"
 import * as SecretBox from "../../crypto/SecretBox.ts"
-import { EventType } from "../../log/Event.ts"
-import * as EventLog from "../../log/EventLog.ts"
 import { type UnsafeWebhookTarget, validateUrl } from "../../outbound/OutboundTarget.ts"
 import { firstIssue } from "../../platform/FieldIssue.ts"
-import { storableCheck } from "../../platform/StorableText.ts"
 import { isUuid } from "../../platform/Uuid.ts"
 import { WebhookConfig } from "../WebhookConfig.ts"
 import * as DeliveryHistory from "./DeliveryHistory.ts"
-import { ExtraHeaders, normalize, RateLimit } from "./SubscriptionOptions.ts"
+import { unknownName } from "./EventTypePatterns.ts"
+import { NewSubscription, type Subscription, SubscriptionPatch } from "./SubscriptionInput.ts"
 import { type Resumed, resume, type SeqNotInLog } from "./SubscriptionResume.ts"
 import type { RetryNow } from "./SubscriptionRetry.ts"
 import * as SubscriptionRetry from "./SubscriptionRetry.ts"
+import { insertSubscription, selectSubscription, selectSubscriptions, updateSubscription } from "./SubscriptionRows.ts"
 import { type DisabledCause, disable, stop } from "./SubscriptionStates.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
 
@@ -46,59 +45,14 @@ export { type Resumed, SeqNotInLog } from "./SubscriptionResume.ts"
 /** How long a rotated-out secret keeps signing. */
 export const rotationOverlap = Duration.hours(24)
 
-/** The most spaces one subscription may cover. */
-export const maxScope = 10_000
-/** The most event types one subscription may list. */
-export const maxEventTypes = 100
-
-const Text = Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(200), storableCheck)
-
-const changeable = {
-  url: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(2048), storableCheck),
-  /** Event types to receive, each matched exactly; empty for all. */
-  eventTypes: Schema.Array(EventType).check(
-    Schema.isMaxLength(maxEventTypes, { message: `at most ${maxEventTypes} event types` }),
-  ),
-  /** Spaces whose events it may receive. */
-  scope: Schema.Array(Text).check(
-    Schema.isMinLength(1, { message: "at least one space" }),
-    Schema.isMaxLength(maxScope, { message: `at most ${maxScope} spaces` }),
-  ),
-  /** Requests per second the drainer never exceeds for this endpoint; null or absent: no limit. */
-  rateLimit: Schema.optional(Schema.NullOr(RateLimit)),
-  /** Extra request headers; never one bothy sets itself. */
-  headers: Schema.optional(ExtraHeaders),
-}
-
-export const NewSubscription = Schema.Struct({ owner: Text, ...changeable })
-export type NewSubscription = typeof NewSubscription.Type
-
-/** What an update may change; absent fields stay as they are (`rateLimit: null` removes the limit). */
-export const SubscriptionPatch = Schema.Struct({
-  url: Schema.optional(changeable.url),
-  eventTypes: Schema.optional(changeable.eventTypes),
-  scope: Schema.optional(changeable.scope),
-  rateLimit: changeable.rateLimit,
-  headers: changeable.headers,
-})
-export type SubscriptionPatch = typeof SubscriptionPatch.Type
-
-export interface Subscription {
-  readonly id: string
-  readonly owner: string
-  readonly url: string
-  readonly eventTypes: ReadonlyArray<string>
-  readonly scope: ReadonlyArray<string>
-  readonly state: "active" | "disabled"
-  readonly disabledCause: DisabledCause | null
-  readonly startedSeq: bigint
-  readonly lastDeliveredSeq: bigint
-  /** The last `sequence` a delivery of the subscription took (numbers are taken when first sent). */
-  readonly lastSequence: bigint
-  readonly rateLimit: number | null
-  /** Extra request headers, names in lower case. */
-  readonly headers: Readonly<Record<string, string>>
-}
+export type { Filter } from "./PayloadFilter.ts"
+export {
+  maxEventTypes,
+  maxScope,
+  NewSubscription,
+  type Subscription,
+  SubscriptionPatch,
+} from "./SubscriptionInput.ts"
 
 export interface EnableOptions {
   /** The first seq to send (still in the log, at most the head); absent: from the head. */
@@ -122,63 +76,6 @@ export class SubscriptionNotFound extends Schema.TaggedError<SubscriptionNotFoun
     return `no webhook subscription ${this.id}`
   }
 }
-
-/** The subscription row and its scope, in one transaction; its cursor starts at the log's head. */
-const insertSubscription = (sql: SqlClient.SqlClient, valid: NewSubscription, url: URL, sealed: string) =>
-  sql.withTransaction(
-    Effect.gen(function* () {
-      const [row] = yield* sql<{ id: string }>`
-        INSERT INTO webhook_subscriptions
-          (owner, url, secret_sealed, event_types, started_seq, last_delivered_seq, rate_limit, headers)
-        SELECT ${valid.owner}, ${url.toString()}, ${sealed}, ${valid.eventTypes as Array<string>}::text[],
-               head.seq, head.seq, ${valid.rateLimit ?? null}, ${JSON.stringify(normalize(valid.headers ?? {}))}::jsonb
-        FROM (SELECT ${EventLog.headSeq(sql)} AS seq) AS head
-        RETURNING id::text`
-      yield* insertScope(sql, row!.id, valid.scope)
-      return row!.id
-    }),
-  )
-
-// One array parameter, not two per space: the protocol allows 65,535 parameters at most.
-const insertScope = (sql: SqlClient.SqlClient, id: string, scope: ReadonlyArray<string>) => sql`
-  INSERT INTO webhook_subscription_spaces (space_id, subscription_id)
-  SELECT DISTINCT unnest(${scope as Array<string>}::text[]), ${id}::uuid`
-
-/** The patch's fields in one transaction; `false` when no such subscription. */
-const updateSubscription = (sql: SqlClient.SqlClient, id: string, patch: SubscriptionPatch, url: URL | undefined) =>
-  sql.withTransaction(
-    Effect.gen(function* () {
-      const rows = yield* sql`
-        UPDATE webhook_subscriptions SET
-          url = coalesce(${url?.toString() ?? null}, url),
-          event_types = coalesce(${(patch.eventTypes as Array<string> | undefined) ?? null}::text[], event_types),
-          rate_limit = CASE WHEN ${patch.rateLimit !== undefined} THEN ${patch.rateLimit ?? null}::float8 ELSE rate_limit END,
-          headers = coalesce(${patch.headers === undefined ? null : JSON.stringify(normalize(patch.headers))}::jsonb, headers)
-        WHERE id = ${id}::uuid RETURNING id`
-      if (rows.length === 0) return false
-      if (patch.scope !== undefined) {
-        yield* sql`DELETE FROM webhook_subscription_spaces WHERE subscription_id = ${id}::uuid`
-        yield* insertScope(sql, id, patch.scope)
-      }
-      return true
-    }),
-  )
-
-/** The subscriptions `where` selects, in id order, at most `limit`. */
-const selectSubscriptions = (sql: SqlClient.SqlClient, where: Statement.Fragment, limit: number) =>
-  Effect.map(
-    sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
-      SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.state, s.disabled_cause AS "disabledCause",
-             s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
-             s.last_sequence AS "lastSequence", s.rate_limit AS "rateLimit", s.headers,
-             (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
-               AS scope
-      FROM webhook_subscriptions AS s WHERE ${where} ORDER BY s.id LIMIT ${limit}`,
-    (rows): ReadonlyArray<Subscription> => rows.map((row) => ({ ...row, scope: row.scope ?? [] })),
-  )
-
-const selectSubscription = (sql: SqlClient.SqlClient, id: string) =>
-  Effect.map(selectSubscriptions(sql, sql`s.id = ${id}::uuid`, 1), (rows) => rows[0])
 
 export interface ListOptions {
   /** Only this owner's subscriptions. */
@@ -241,11 +138,16 @@ export class WebhookSubscriptions extends Context.Service<
 
       const found = (id: string, n: number) => (n === 0 ? Effect.fail(new SubscriptionNotFound({ id })) : Effect.void)
       const checkId = (id: string) => (isUuid(id) ? Effect.void : Effect.fail(new SubscriptionNotFound({ id })))
+      const knownTypes = (names: ReadonlyArray<string>) =>
+        Effect.flatMap(Effect.provideService(unknownName(names), SqlClient.SqlClient, sql), (issue) =>
+          issue === undefined ? Effect.void : Effect.fail(new InvalidSubscription(issue)),
+        )
 
       const create = Effect.fn("WebhookSubscriptions.create")(function* (input: NewSubscription) {
         const valid = yield* Schema.decodeUnknownEffect(NewSubscription)(input).pipe(
           Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
         )
+        yield* knownTypes(valid.eventTypes)
         const url = yield* validateUrl(valid.url, config.policy)
         const secret = WebhookSecret.generate()
         const sealed = SecretBox.seal(config.secretKey, secret)
@@ -281,6 +183,7 @@ export class WebhookSubscriptions extends Context.Service<
         const valid = yield* Schema.decodeUnknownEffect(SubscriptionPatch)(patch).pipe(
           Effect.mapError((e) => new InvalidSubscription(firstIssue(e))),
         )
+        yield* knownTypes(valid.eventTypes ?? [])
         const url = valid.url === undefined ? undefined : yield* validateUrl(valid.url, config.policy)
         if (!(yield* updateSubscription(sql, id, valid, url))) return yield* new SubscriptionNotFound({ id })
         return yield* get(id)
