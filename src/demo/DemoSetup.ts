@@ -108,7 +108,7 @@ const prepareBrowsers = (push: DemoPushService) =>
         yield* PushAudience.join(space, principal)
         yield* PermissionGrants.grant(principal, pushDeliver, space)
       }
-      for (const old of yield* PushRegistrations.list(principal)) yield* PushRegistrations.unregister(old.endpoint)
+      for (const old of yield* PushRegistrations.list(principal)) yield* PushRegistrations.remove(old.id)
       yield* PushRegistrations.register(principal, push.subscribe())
     }
     return members.length
