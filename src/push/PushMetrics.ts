@@ -13,6 +13,18 @@ export const deliveries = Metric.counter("bothy.push.deliveries", {
   incremental: true,
 })
 
+/**
+ * Native push by `provider` (apns, fcm) and `outcome` (the values of `deliveries`, each message
+ * counted there too): what pages for a provider is `config_error` (a bad key or service account, a
+ * worker on the wrong APNs environment, a provider without credentials).
+ */
+export const nativeDeliveries = Metric.counter("bothy.push.native_deliveries", {
+  description: "native push (APNs, FCM) delivery attempts by provider and outcome",
+  incremental: true,
+})
+
+export const providers = ["apns", "fcm"] as const
+
 /** By `cause`: gone (the push service said so), stale (not refreshed for push.registration_max_age). */
 export const registrationsRemoved = Metric.counter("bothy.push.registrations_removed", {
   description: "push registrations removed, by cause",
@@ -56,11 +68,21 @@ export const removalCauses = ["gone", "stale"] as const
  */
 export const atZero = Effect.gen(function* () {
   for (const outcome of deliveryOutcomes) yield* Metric.update(Metric.withAttributes(deliveries, { outcome }), 0)
+  for (const provider of providers) {
+    for (const outcome of deliveryOutcomes) {
+      yield* Metric.update(Metric.withAttributes(nativeDeliveries, { provider, outcome }), 0)
+    }
+  }
   for (const cause of removalCauses) yield* Metric.update(Metric.withAttributes(registrationsRemoved, { cause }), 0)
   yield* Metric.update(eventsLost, 0)
   yield* Metric.value(handoffLatency)
 })
 
+export type Outcome = (typeof deliveryOutcomes)[number]
+
 /** Counts `n` push messages that ended as `outcome`. */
-export const count = (outcome: (typeof deliveryOutcomes)[number], n = 1) =>
-  Metric.update(Metric.withAttributes(deliveries, { outcome }), n)
+export const count = (outcome: Outcome, n = 1) => Metric.update(Metric.withAttributes(deliveries, { outcome }), n)
+
+/** Counts a native message that ended as `outcome`, by its provider and among all push messages. */
+export const countNative = (provider: (typeof providers)[number], outcome: Outcome) =>
+  Effect.andThen(count(outcome), Metric.update(Metric.withAttributes(nativeDeliveries, { provider, outcome }), 1))

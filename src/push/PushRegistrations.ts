@@ -161,6 +161,19 @@ export const unregister = Effect.fn("PushRegistrations.unregister")(function* (e
   return rows.length > 0
 })
 
+/**
+ * Removes registration `id` because its push service or provider said it is gone (counted, as
+ * `cause="gone"`); nothing when it was removed already.
+ */
+export const removeGone = (sql: SqlClient.SqlClient, id: string, why: string) =>
+  Effect.gen(function* () {
+    const gone = yield* sql`DELETE FROM push_registrations WHERE id = ${id}::bigint RETURNING id`
+    if (gone.length > 0) {
+      yield* Metric.update(Metric.withAttributes(PushMetrics.registrationsRemoved, { cause: "gone" }), 1)
+      yield* Effect.logInfo(`push: registration ${id} removed: ${why}`)
+    }
+  })
+
 /** Removes the registrations not refreshed for `maxAge` (by the database's clock, which wrote `refreshed_at`). */
 export const removeStale = Effect.fn("PushRegistrations.removeStale")(function* (maxAge: Duration.Duration) {
   const sql = yield* SqlClient.SqlClient
