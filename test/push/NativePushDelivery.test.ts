@@ -1,7 +1,11 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect, Metric } from "effect"
+import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
+import { pushDeliver } from "../../src/authz/Permissions.ts"
 import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushMetrics from "../../src/push/PushMetrics.ts"
+import * as ApnsService from "../../testkit/ApnsService.ts"
+import * as FcmService from "../../testkit/FcmService.ts"
 import * as TestNativePush from "../support/TestNativePush.ts"
 import * as TestPush from "../support/TestPush.ts"
 import { outcomes, startWorkerWith } from "../support/TestPushWorker.ts"
@@ -11,6 +15,14 @@ const native = (provider: "apns" | "fcm", outcome: PushMetrics.Outcome) =>
     Metric.value(Metric.withAttributes(PushMetrics.nativeDeliveries, { provider, outcome })),
     (state) => state.count,
   )
+
+const counter = (outcome: PushMetrics.Outcome) =>
+  Effect.map(Metric.value(Metric.withAttributes(PushMetrics.deliveries, { outcome })), (state) => state.count)
+
+const removedGone = Effect.map(
+  Metric.value(Metric.withAttributes(PushMetrics.registrationsRemoved, { cause: "gone" })),
+  (state) => state.count,
+)
 
 layer(TestPush.layer(), { excludeTestServices: true })("NativePushDelivery", (it) => {
   it.effect(
@@ -88,6 +100,185 @@ layer(TestPush.layer(), { excludeTestServices: true })("NativePushDelivery", (it
         const ttl = Number(android.ttl.replace(/s$/, ""))
         assert.isTrue(ttl > 86_000 && ttl <= 86_400, `ttl ${android.ttl}`)
         assert.strictEqual(world.fcm.counts().sessions, 1, "the token endpoint and FCM on one connection here")
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "NativePushRevokedRightIsDeadWithoutRequest: a receiver whose push.deliver right was revoked after the round gets no request to any of its devices, APNs or FCM, and the job is dead; the one still allowed gets its messages",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* TestNativePush.start()
+        const [keptApns] = yield* TestNativePush.member("n3", "kim", "apns")
+        const [keptFcm] = yield* TestNativePush.member("n3", "kim", "fcm")
+        const revoked = [
+          ...(yield* TestNativePush.member("n3", "rob", "apns")),
+          ...(yield* TestNativePush.member("n3", "rob", "fcm")),
+        ]
+        const seq = yield* TestNativePush.append("n3", "card.created", "someone")
+        yield* TestPush.round()
+        yield* PermissionGrants.revoke("rob", pushDeliver, "n3")
+        const denied = yield* counter("denied")
+        const { finalized } = yield* startWorkerWith(world.settings)
+        const [done] = yield* outcomes(finalized, 1)
+        assert.strictEqual(done!.outcome._tag, "Cancelled")
+        assert.deepStrictEqual(
+          (yield* world.apns.take(1)).map((m) => m.token),
+          [keptApns!.token],
+        )
+        assert.deepStrictEqual(
+          (yield* world.fcm.take(1)).map((m) => m.token),
+          [keptFcm!.token],
+        )
+        const sent = [...world.apns.log.delivered, ...world.fcm.log.delivered].map((m) => m.token)
+        assert.isFalse(
+          revoked.some((d) => sent.includes(d.token)),
+          "no request for rob's devices",
+        )
+        assert.strictEqual((yield* counter("denied")) - denied, 2)
+        const job = (yield* TestPush.jobs).find((j) => j.seq === String(seq))!
+        assert.strictEqual(job.state, "cancelled")
+        for (const d of revoked) assert.include(job.errors[0]!.message, `registration ${d.registration}`)
+        assert.deepStrictEqual(yield* TestNativePush.registrationsOf("rob"), [...revoked.map((d) => d.registration)])
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "ApnsUnregisteredRemovesDevice: APNs' 410 Unregistered removes that device and the others stay; a BadDeviceToken while other devices on the same environment are being delivered removes that one too",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* TestNativePush.start()
+        const [gone, stays, bad] = yield* TestNativePush.member("n4", "gus", "apns", 3)
+        world.apns.unregister(gone!.token)
+        const removed = yield* removedGone
+        yield* TestNativePush.append("n4", "card.created", "someone")
+        yield* TestPush.round()
+        const { finalized } = yield* startWorkerWith(world.settings)
+        yield* outcomes(finalized, 1)
+        assert.deepStrictEqual((yield* world.apns.take(3)).map((m) => m.status).sort(), [200, 200, 410])
+        assert.deepStrictEqual(yield* TestNativePush.registrationsOf("gus"), [stays!.registration, bad!.registration])
+        // The next event: `stays` is delivered on the same environment, so `bad`'s BadDeviceToken is its own.
+        world.apns.script(bad!.token, [{ status: 400, reason: "BadDeviceToken" }])
+        yield* TestNativePush.append("n4", "card.moved", "someone")
+        yield* TestPush.round()
+        const [second] = yield* outcomes(finalized, 1)
+        assert.strictEqual(second!.outcome._tag, "Completed")
+        assert.deepStrictEqual((yield* world.apns.take(2)).map((m) => m.status).sort(), [200, 400])
+        assert.deepStrictEqual(yield* TestNativePush.registrationsOf("gus"), [stays!.registration])
+        assert.strictEqual((yield* removedGone) - removed, 2)
+        assert.strictEqual(world.apns.log.delivered.filter((m) => m.token === gone!.token).length, 1)
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "FcmUnregisteredRemovesToken: FCM's 404 UNREGISTERED and a 400 INVALID_ARGUMENT about the token remove those tokens; a 400 about anything else and the delivered one stay",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* TestNativePush.start()
+        const [gone, invalid, otherwise, stays] = yield* TestNativePush.member("n5", "fay", "fcm", 4)
+        world.fcm.unregister(gone!.token)
+        world.fcm.script(invalid!.token, [
+          {
+            status: 400,
+            errorCode: "INVALID_ARGUMENT",
+            message: "The registration token is not a valid FCM registration token",
+          },
+        ])
+        world.fcm.script(otherwise!.token, [
+          { status: 400, errorCode: "INVALID_ARGUMENT", message: "Invalid value at 'message.android.ttl'" },
+        ])
+        yield* TestNativePush.append("n5", "card.created", "someone")
+        yield* TestPush.round()
+        const { finalized } = yield* startWorkerWith(world.settings)
+        const [done] = yield* outcomes(finalized, 1)
+        assert.strictEqual(done!.outcome._tag, "Cancelled", "the message refused for its content is dead")
+        assert.deepStrictEqual((yield* world.fcm.take(4)).map((m) => m.status).sort(), [200, 400, 400, 404])
+        assert.deepStrictEqual(yield* TestNativePush.registrationsOf("fay"), [
+          otherwise!.registration,
+          stays!.registration,
+        ])
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "ApnsBadKeyKeepsDevices: a key APNs does not accept (403 InvalidProviderToken) and a worker on the wrong environment (BadDeviceToken for every device) keep every device: dead, counted as configuration errors",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* TestNativePush.start()
+        const devices = yield* TestNativePush.member("n6", "hal", "apns", 3)
+        const before = yield* native("apns", "config_error")
+        yield* TestNativePush.append("n6", "card.created", "someone")
+        yield* TestPush.round()
+        // The worker signs with another key than the one APNs knows for this key id.
+        const other = ApnsService.credentials(ApnsService.makeKey(), world.apns)
+        // That worker stops before the next one starts, so it never claims the next event's job.
+        const [done] = yield* Effect.scoped(
+          Effect.flatMap(startWorkerWith({ ...world.settings, apns: other }), (w) => outcomes(w.finalized, 1)),
+        )
+        assert.strictEqual(done!.outcome._tag, "Cancelled")
+        assert.deepStrictEqual(
+          world.apns.log.refused.map((r) => `${r.status} ${r.reason}`),
+          devices.map(() => "403 InvalidProviderToken"),
+        )
+        assert.strictEqual((yield* native("apns", "config_error")) - before, 3)
+        assert.deepStrictEqual(
+          yield* TestNativePush.registrationsOf("hal"),
+          devices.map((d) => d.registration),
+        )
+        // Every device answers BadDeviceToken and none is delivered: that is the worker's environment.
+        world.apns.script(
+          "all",
+          devices.map(() => ({ status: 400, reason: "BadDeviceToken" }) as const),
+        )
+        yield* TestNativePush.append("n6", "card.moved", "someone")
+        yield* TestPush.round()
+        const right = yield* startWorkerWith(world.settings)
+        const [wrongEnvironment] = yield* outcomes(right.finalized, 1)
+        assert.strictEqual(wrongEnvironment!.outcome._tag, "Cancelled")
+        assert.deepStrictEqual(
+          (yield* world.apns.take(3)).map((m) => m.status),
+          [400, 400, 400],
+        )
+        assert.strictEqual((yield* native("apns", "config_error")) - before, 6)
+        assert.deepStrictEqual(
+          yield* TestNativePush.registrationsOf("hal"),
+          devices.map((d) => d.registration),
+        )
+        const job = (yield* TestPush.jobs).at(-1)!
+        assert.include(job.errors.at(-1)!.message, "environment")
+      }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "FcmBadCredentialsKeepTokens: a service account Google refuses (invalid_grant), and FCM's 401 and 403, keep every token: dead, counted as configuration errors",
+    () =>
+      Effect.gen(function* () {
+        const world = yield* TestNativePush.start()
+        const tokens = yield* TestNativePush.member("n7", "ivy", "fcm", 2)
+        const before = yield* native("fcm", "config_error")
+        yield* TestNativePush.append("n7", "card.created", "someone")
+        yield* TestPush.round()
+        const stranger = TestNativePush.fcmCredentials(FcmService.makeServiceAccount(), world.fcm)
+        const [done] = yield* Effect.scoped(
+          Effect.flatMap(startWorkerWith({ ...world.settings, fcm: stranger }), (w) => outcomes(w.finalized, 1)),
+        )
+        assert.strictEqual(done!.outcome._tag, "Cancelled")
+        assert.isTrue(world.fcm.log.refused.some((r) => r.startsWith("token:")))
+        assert.strictEqual(world.fcm.log.delivered.length, 0, "no message without an access token")
+        assert.strictEqual((yield* native("fcm", "config_error")) - before, 2)
+        // With the right account, FCM itself refuses: 401 for one, 403 for the other.
+        world.fcm.script(tokens[0]!.token, [{ status: 401, errorCode: "THIRD_PARTY_AUTH_ERROR" }])
+        world.fcm.script(tokens[1]!.token, [{ status: 403, errorCode: "SENDER_ID_MISMATCH" }])
+        yield* TestNativePush.append("n7", "card.moved", "someone")
+        yield* TestPush.round()
+        const right = yield* startWorkerWith(world.settings)
+        const [refused] = yield* outcomes(right.finalized, 1)
+        assert.strictEqual(refused!.outcome._tag, "Cancelled")
+        assert.deepStrictEqual((yield* world.fcm.take(2)).map((m) => m.status).sort(), [401, 403])
+        assert.strictEqual((yield* native("fcm", "config_error")) - before, 4)
+        assert.deepStrictEqual(
+          yield* TestNativePush.registrationsOf("ivy"),
+          tokens.map((d) => d.registration),
+        )
       }).pipe(Effect.scoped),
   )
 })

@@ -77,9 +77,11 @@ export const append = (space: string, type: string, actor: string, summary?: str
     return (yield* log.head).seq
   })
 
-/** The registration ids left, in id order. */
-export const registrations = Effect.flatMap(SqlClient.SqlClient, (sql) =>
-  Effect.map(sql<{ id: string }>`SELECT id::text AS id FROM push_registrations ORDER BY id`, (rows) =>
-    rows.map((r) => r.id),
-  ),
-)
+/** The registration ids of `principal` left, in id order. */
+export const registrationsOf = (principal: string) =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    Effect.map(
+      sql<{ id: string }>`SELECT id::text AS id FROM push_registrations WHERE principal = ${principal} ORDER BY push_registrations.id`,
+      (rows) => rows.map((r) => r.id),
+    ),
+  )
