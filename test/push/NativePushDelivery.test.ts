@@ -1,5 +1,6 @@
 import { assert, layer } from "@effect/vitest"
-import { Effect, Metric } from "effect"
+import { Clock, Duration, Effect, Metric, Queue } from "effect"
+import { TestClock } from "effect/testing"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { pushDeliver } from "../../src/authz/Permissions.ts"
 import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
@@ -282,3 +283,103 @@ layer(TestPush.layer(), { excludeTestServices: true })("NativePushDelivery", (it
       }).pipe(Effect.scoped),
   )
 })
+
+const jwtClaims = (authorization: string) =>
+  JSON.parse(Buffer.from(authorization.split(".")[1]!, "base64url").toString("utf8")) as { iat: number; iss: string }
+
+layer(TestPush.layer(), { excludeTestServices: true })("NativePushDelivery provider token", (it) => {
+  it.effect(
+    "ApnsProviderTokenRenewed: by the Clock, the provider token of the first message is reused at 19 and 39 minutes, and a new one is signed at 41 minutes (after 20, before 60), never one per request; APNs accepts every one",
+    () =>
+      Effect.gen(function* () {
+        yield* TestClock.setTime(Date.now() + 1000)
+        const world = yield* TestNativePush.start()
+        yield* TestNativePush.member("t1", "tom", "apns", 2)
+        const { finalized } = yield* startWorkerWith(world.settings)
+        const deliver = Effect.gen(function* () {
+          yield* TestNativePush.append("t1", "card.created", "someone")
+          yield* TestPush.round()
+          yield* outcomes(finalized, 1)
+          yield* world.apns.take(2)
+          return [...world.apns.log.tokens].map((t) => jwtClaims(t).iat)
+        })
+        const start = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+        assert.deepStrictEqual(yield* deliver, [start])
+        yield* TestClock.adjust("19 minutes")
+        assert.deepStrictEqual(yield* deliver, [start], "the same token at 19 minutes")
+        yield* TestClock.adjust("20 minutes")
+        assert.deepStrictEqual(yield* deliver, [start], "the same token at 39 minutes")
+        yield* TestClock.adjust("2 minutes")
+        const iats = yield* deliver
+        assert.strictEqual(iats.length, 2, "a new token at 41 minutes")
+        const renewedAfter = iats[1]! - iats[0]!
+        assert.isTrue(renewedAfter > 20 * 60 && renewedAfter < 60 * 60, `renewed after ${renewedAfter} s`)
+        assert.strictEqual(world.apns.log.delivered.length, 8, "8 requests under 2 tokens")
+        assert.deepStrictEqual(world.apns.log.refused, [])
+        assert.deepStrictEqual(
+          [...world.apns.log.tokens].map((t) => jwtClaims(t).iss),
+          [world.key.teamId, world.key.teamId],
+        )
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+})
+
+layer(TestPush.layer({ ttl: Duration.minutes(3) }), { excludeTestServices: true })(
+  "NativePushDelivery retries",
+  (it) => {
+    it.effect(
+      "NativePushRetriesOn429And5xx: an APNs 500 is retried after 10 s, its 429 waits for Retry-After (120 s) without spending an attempt, then the message is delivered; FCM failing with 503 for longer than the TTL (3 min) gets its retries at 10 s and 60 s, and then the job is dead without another request; both registrations are kept",
+      () =>
+        Effect.gen(function* () {
+          yield* TestClock.setTime(Date.now() + 1000)
+          const world = yield* TestNativePush.start()
+          const [flaky] = yield* TestNativePush.member("r1", "jo", "apns")
+          const [down] = yield* TestNativePush.member("r2", "kai", "fcm")
+          world.apns.script(flaky!.token, [{ status: 500 }, { status: 429, retryAfter: "120" }, { status: 200 }])
+          world.fcm.script(
+            down!.token,
+            Array.from({ length: 10 }, () => ({ status: 503 as const })),
+          )
+          yield* TestNativePush.append("r1", "card.created", "someone")
+          yield* TestNativePush.append("r2", "card.created", "someone")
+          yield* TestPush.round()
+          const { finalized } = yield* startWorkerWith(world.settings)
+          const byJob = new Map<string, string>()
+          for (const j of yield* TestPush.jobs) byJob.set(j.id, j.registration === flaky!.registration ? "apns" : "fcm")
+          const take = (n: number) =>
+            Effect.map(outcomes(finalized, n), (rs) =>
+              rs.map((r) => `${byJob.get(r.id.toString())}:${r.outcome._tag}`).sort(),
+            )
+          const sent = () => world.apns.log.delivered.length + world.fcm.log.delivered.length
+          const idle = (received: number) =>
+            Effect.gen(function* () {
+              assert.strictEqual(yield* Queue.size(finalized), 0, "no outcome before its time")
+              assert.strictEqual(sent(), received, "no request before its time")
+            })
+
+          assert.deepStrictEqual(yield* take(2), ["apns:Retry", "fcm:Retry"])
+          yield* TestClock.adjust("9 seconds")
+          yield* idle(2)
+          yield* TestClock.adjust("1 second")
+          assert.deepStrictEqual(yield* take(2), ["apns:Snooze", "fcm:Retry"])
+          yield* TestClock.adjust("59 seconds")
+          yield* idle(4)
+          yield* TestClock.adjust("1 second")
+          assert.deepStrictEqual(yield* take(1), ["fcm:Retry"])
+          yield* TestClock.adjust("59 seconds")
+          yield* idle(5)
+          yield* TestClock.adjust("1 second")
+          assert.deepStrictEqual(yield* take(1), ["apns:Completed"])
+          assert.strictEqual(world.apns.log.delivered.at(-1)!.status, 200)
+          yield* TestClock.adjust("4 minutes")
+          assert.deepStrictEqual(yield* take(1), ["fcm:Cancelled"])
+          assert.strictEqual(world.fcm.log.delivered.length, 3)
+          const dead = (yield* TestPush.jobs).find((j) => j.registration === down!.registration)!
+          assert.strictEqual(dead.state, "cancelled")
+          assert.include(dead.errors.at(-1)!.message, "TTL")
+          assert.deepStrictEqual(yield* TestNativePush.registrationsOf("jo"), [flaky!.registration])
+          assert.deepStrictEqual(yield* TestNativePush.registrationsOf("kai"), [down!.registration])
+        }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+    )
+  },
+)
