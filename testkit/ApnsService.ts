@@ -12,9 +12,8 @@
  *   device marked `unregistered` answers `410 Unregistered` for good.
  * - Every message is in `log` and on a queue a test waits on; every provider token seen is counted.
  */
-import { createPrivateKey, generateKeyPairSync, type KeyObject, randomUUID, verify } from "node:crypto"
-import { Clock, Effect, Queue, Redacted } from "effect"
-import type { ApnsCredentials } from "../src/push/NativePushConfig.ts"
+import { generateKeyPairSync, type KeyObject, randomUUID, verify } from "node:crypto"
+import { Clock, Effect, Queue } from "effect"
 import * as TlsEndpoint from "./TlsEndpoint.ts"
 
 export type Answer =
@@ -53,14 +52,6 @@ export const makeKey = (keyId = "ABC123DEFG", teamId = "TEAM123456"): ApnsKey =>
   const { privateKey, publicKey } = generateKeyPairSync("ec", { namedCurve: "prime256v1" })
   return { p8: privateKey.export({ format: "pem", type: "pkcs8" }).toString(), keyId, teamId, publicKey }
 }
-
-/** The credentials bothy gets for `key`, pointed at `service` for both environments. */
-export const credentials = (key: ApnsKey, service: { readonly origin: string }): ApnsCredentials => ({
-  key: Redacted.make(createPrivateKey(key.p8)),
-  keyId: key.keyId,
-  teamId: key.teamId,
-  origins: { sandbox: service.origin, production: service.origin },
-})
 
 /** A device token as iOS gives one: 32 random bytes, hex. */
 export const deviceToken = () => Buffer.from(randomUUID().replaceAll("-", "").repeat(2), "hex").toString("hex")

@@ -16,7 +16,6 @@
  */
 import { generateKeyPairSync, type KeyObject, randomBytes, verify } from "node:crypto"
 import { Clock, Effect, Queue } from "effect"
-import * as FcmAccessToken from "../src/push/FcmAccessToken.ts"
 import * as TlsEndpoint from "./TlsEndpoint.ts"
 
 export type Answer =
@@ -56,6 +55,11 @@ export const makeServiceAccount = (projectId = "bothy-test"): ServiceAccount => 
 export const registrationToken = () =>
   `${randomBytes(8).toString("base64url")}:APA91b${randomBytes(100).toString("base64url")}`
 
+/** Google's names, written out here so that the fake checks bothy against them, not against itself. */
+const messagingScope = "https://www.googleapis.com/auth/firebase.messaging"
+const jwtBearer = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+export const tokenPath = "/token"
+
 const part = (text: string) => JSON.parse(Buffer.from(text, "base64url").toString("utf8")) as Record<string, unknown>
 
 /** Why an assertion is refused, or `undefined` when it passes. */
@@ -70,7 +74,7 @@ const checkAssertion = (assertion: string, account: ServiceAccount, audience: st
       return "bad signature"
     }
     if (c.iss !== account.clientEmail) return "wrong iss"
-    if (typeof c.scope !== "string" || !c.scope.split(" ").includes(FcmAccessToken.scope)) return "wrong scope"
+    if (typeof c.scope !== "string" || !c.scope.split(" ").includes(messagingScope)) return "wrong scope"
     if (c.aud !== audience) return "wrong aud"
     if (typeof c.iat !== "number" || typeof c.exp !== "number" || c.exp <= c.iat || c.exp - c.iat > 3600) {
       return "bad iat/exp"
@@ -111,9 +115,9 @@ export const start = (account: ServiceAccount, options: { readonly lifetime?: nu
     const grant = (arrival: TlsEndpoint.Arrival) => {
       const form = new URLSearchParams(arrival.body.toString("utf8"))
       const why =
-        form.get("grant_type") !== FcmAccessToken.grantType
+        form.get("grant_type") !== jwtBearer
           ? "wrong grant_type"
-          : checkAssertion(form.get("assertion") ?? "", account, `${origin}${FcmAccessToken.tokenPath}`, now())
+          : checkAssertion(form.get("assertion") ?? "", account, `${origin}${tokenPath}`, now())
       if (why !== undefined) {
         log.refused.push(`token: ${why}`)
         return reply(arrival, 400, { error: "invalid_grant", error_description: why })
@@ -160,7 +164,7 @@ export const start = (account: ServiceAccount, options: { readonly lifetime?: nu
     }
 
     const endpoint = yield* TlsEndpoint.listen((arrival) =>
-      arrival.path === FcmAccessToken.tokenPath ? grant(arrival) : send(arrival),
+      arrival.path === tokenPath ? grant(arrival) : send(arrival),
     )
     origin = endpoint.origin
 

@@ -14,9 +14,12 @@ export const deliveries = Metric.counter("bothy.push.deliveries", {
 })
 
 /**
- * Native push by `provider` (apns, fcm) and `outcome` (the values of `deliveries`, each message
- * counted there too): what pages for a provider is `config_error` (a bad key or service account, a
- * worker on the wrong APNs environment, a provider without credentials).
+ * Native push messages by `provider` (apns, fcm) and `outcome` (the values of `deliveries`): what
+ * a request to APNs or FCM came to. They are not counted in `deliveries` as well, which counts Web
+ * Push requests and, for every kind, what ends before a request (unregistered, denied, expired), so
+ * each configuration error pages once, under the alert of its kind. `config_error` here is a key
+ * or service account refused, a provider without credentials, or a worker on the wrong APNs
+ * environment.
  */
 export const nativeDeliveries = Metric.counter("bothy.push.native_deliveries", {
   description: "native push (APNs, FCM) delivery attempts by provider and outcome",
@@ -83,6 +86,6 @@ export type Outcome = (typeof deliveryOutcomes)[number]
 /** Counts `n` push messages that ended as `outcome`. */
 export const count = (outcome: Outcome, n = 1) => Metric.update(Metric.withAttributes(deliveries, { outcome }), n)
 
-/** Counts a native message that ended as `outcome`, by its provider and among all push messages. */
+/** Counts a native message that ended as `outcome`, by its provider. */
 export const countNative = (provider: (typeof providers)[number], outcome: Outcome) =>
-  Effect.andThen(count(outcome), Metric.update(Metric.withAttributes(nativeDeliveries, { provider, outcome }), 1))
+  Metric.update(Metric.withAttributes(nativeDeliveries, { provider, outcome }), 1)

@@ -210,7 +210,7 @@ layer(TestPush.layer(), { excludeTestServices: true })("NativePushDelivery", (it
         yield* TestNativePush.append("n6", "card.created", "someone")
         yield* TestPush.round()
         // The worker signs with another key than the one APNs knows for this key id.
-        const other = ApnsService.credentials(ApnsService.makeKey(), world.apns)
+        const other = TestNativePush.apnsCredentials(ApnsService.makeKey(), world.apns)
         // That worker stops before the next one starts, so it never claims the next event's job.
         const [done] = yield* Effect.scoped(
           Effect.flatMap(startWorkerWith({ ...world.settings, apns: other }), (w) => outcomes(w.finalized, 1)),

@@ -3,11 +3,13 @@
  * and service account they verify with, the push settings that point a worker at them, and
  * members whose devices are registered.
  */
+import { createPrivateKey } from "node:crypto"
 import { Effect, Redacted, Result } from "effect"
 import { SqlClient } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { pushDeliver } from "../../src/authz/Permissions.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
+import type { ApnsCredentials } from "../../src/push/NativePushConfig.ts"
 import * as NativePushConfig from "../../src/push/NativePushConfig.ts"
 import type { Environment } from "../../src/push/NativeRegistration.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
@@ -18,6 +20,14 @@ import * as FcmService from "../../testkit/FcmService.ts"
 import * as TestCertificate from "../../testkit/TestCertificate.ts"
 
 export const bundleId = "com.example.bothy"
+
+/** The APNs credentials for `key`, pointed at `service` for both environments. */
+export const apnsCredentials = (key: ApnsService.ApnsKey, service: { readonly origin: string }): ApnsCredentials => ({
+  key: Redacted.make(createPrivateKey(key.p8)),
+  keyId: key.keyId,
+  teamId: key.teamId,
+  origins: { sandbox: service.origin, production: service.origin },
+})
 
 /** The FCM credentials for `account`, pointed at `service`. */
 export const fcmCredentials = (account: FcmService.ServiceAccount, service: { readonly origin: string }) => {
@@ -37,7 +47,7 @@ export const start = (options: { readonly fcmLifetime?: number } = {}) =>
       options.fcmLifetime === undefined ? {} : { lifetime: options.fcmLifetime },
     )
     const settings: Partial<PushSettings> = {
-      apns: ApnsService.credentials(key, apns),
+      apns: apnsCredentials(key, apns),
       fcm: fcmCredentials(account, fcm),
       extraCa: [TestCertificate.cert],
     }
@@ -81,7 +91,9 @@ export const append = (space: string, type: string, actor: string, summary?: str
 export const registrationsOf = (principal: string) =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.map(
-      sql<{ id: string }>`SELECT id::text AS id FROM push_registrations WHERE principal = ${principal} ORDER BY push_registrations.id`,
+      sql<{
+        id: string
+      }>`SELECT id::text AS id FROM push_registrations WHERE principal = ${principal} ORDER BY push_registrations.id`,
       (rows) => rows.map((r) => r.id),
     ),
   )
