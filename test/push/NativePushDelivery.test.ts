@@ -7,9 +7,10 @@ import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushMetrics from "../../src/push/PushMetrics.ts"
 import * as ApnsService from "../../testkit/ApnsService.ts"
 import * as FcmService from "../../testkit/FcmService.ts"
+import * as PushService from "../../testkit/PushService.ts"
 import * as TestNativePush from "../support/TestNativePush.ts"
 import * as TestPush from "../support/TestPush.ts"
-import { outcomes, startWorkerWith } from "../support/TestPushWorker.ts"
+import { member, outcomes, startWorkerWith } from "../support/TestPushWorker.ts"
 
 const native = (provider: "apns" | "fcm", outcome: PushMetrics.Outcome) =>
   Effect.map(
@@ -379,6 +380,50 @@ layer(TestPush.layer({ ttl: Duration.minutes(3) }), { excludeTestServices: true 
           assert.include(dead.errors.at(-1)!.message, "TTL")
           assert.deepStrictEqual(yield* TestNativePush.registrationsOf("jo"), [flaky!.registration])
           assert.deepStrictEqual(yield* TestNativePush.registrationsOf("kai"), [down!.registration])
+        }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+    )
+    it.effect(
+      "NativePushMixedBatchSettlesEachRegistration: one principal's browser, iOS device and Android token are one batch; APNs' 429 moves the device to a job of its own at its Retry-After, FCM's 500 is retried at 10 s, and each registration gets exactly one delivered message",
+      () =>
+        Effect.gen(function* () {
+          yield* TestClock.setTime(Date.now() + 1000)
+          const world = yield* TestNativePush.start()
+          const browserService = yield* PushService.start()
+          yield* member(browserService, "m1", "mia")
+          const [device] = yield* TestNativePush.member("m1", "mia", "apns")
+          const [token] = yield* TestNativePush.member("m1", "mia", "fcm")
+          world.apns.script(device!.token, [{ status: 429, retryAfter: "60" }])
+          world.fcm.script(token!.token, [{ status: 500 }])
+          const seq = yield* TestNativePush.append("m1", "card.created", "someone")
+          yield* TestPush.round()
+          const jobsOfEvent = Effect.map(TestPush.jobs, (jobs) => jobs.filter((j) => j.seq === String(seq)))
+          assert.strictEqual((yield* jobsOfEvent).length, 1, "one batch for the three kinds")
+          const { finalized } = yield* startWorkerWith(world.settings)
+          const tags = (n: number) => Effect.map(outcomes(finalized, n), (rs) => rs.map((r) => r.outcome._tag).sort())
+
+          assert.deepStrictEqual(yield* tags(1), ["Retry"])
+          assert.strictEqual((yield* browserService.take(1))[0]!.status, 201)
+          // In order of first registration: the device's split job, then the batch keeping the token.
+          assert.deepStrictEqual(
+            (yield* jobsOfEvent).map((j) => [j.registrations, j.state]),
+            [
+              [[device!.registration], "scheduled"],
+              [[token!.registration], "retryable"],
+            ],
+          )
+          yield* TestClock.adjust("10 seconds")
+          assert.deepStrictEqual(yield* tags(1), ["Completed"])
+          yield* TestClock.adjust("50 seconds")
+          assert.deepStrictEqual(yield* tags(1), ["Completed"])
+          const delivered = (of: string, log: ReadonlyArray<{ token: string; status: number }>) =>
+            log.filter((m) => m.token === of && m.status === 200).length
+          assert.strictEqual(delivered(device!.token, world.apns.log.delivered), 1)
+          assert.strictEqual(delivered(token!.token, world.fcm.log.delivered), 1)
+          assert.strictEqual(browserService.log.delivered.length, 1)
+          assert.deepStrictEqual(
+            world.apns.log.delivered.map((m) => m.status),
+            [429, 200],
+          )
         }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
     )
   },
