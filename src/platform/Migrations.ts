@@ -31,7 +31,7 @@ import eventLogHourlyLeaves from "../../migrations/0017_event_log_hourly_leaves.
 import retentionLease from "../../migrations/0018_retention_lease.ts"
 import jobWorkerBackend from "../../migrations/0019_job_worker_backend.ts"
 import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_started.ts"
-import pushNativeRegistrations from "../../migrations/0021_push_native_registrations.ts"
+import pushNativeRegistrations from "../../migrations/0023_push_native_registrations.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
 export const migrations = {
@@ -54,7 +54,7 @@ export const migrations = {
   "0018_retention_lease": retentionLease,
   "0019_job_worker_backend": jobWorkerBackend,
   "0020_webhook_attempts_started": webhookAttemptsStarted,
-  "0021_push_native_registrations": pushNativeRegistrations,
+  "0023_push_native_registrations": pushNativeRegistrations,
 } as const
 
 /** The table in which the migrator records applied migrations. */
