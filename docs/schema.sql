@@ -147,13 +147,19 @@ CREATE TABLE permission_grants (
 CREATE TABLE push_registrations (
   id bigint GENERATED ALWAYS AS IDENTITY NOT NULL,
   principal text NOT NULL,
-  endpoint text NOT NULL,
-  p256dh text NOT NULL,
-  auth text NOT NULL,
+  endpoint text,
+  p256dh text,
+  auth text,
   created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
   refreshed_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+  kind text DEFAULT 'webpush'::text NOT NULL,
+  token text,
+  topic text,
+  environment text,
   CONSTRAINT push_registrations_endpoint_key UNIQUE (endpoint),
-  CONSTRAINT push_registrations_pkey PRIMARY KEY (id)
+  CONSTRAINT push_registrations_kind CHECK ((((kind = 'webpush'::text) AND (endpoint IS NOT NULL) AND (p256dh IS NOT NULL) AND (auth IS NOT NULL) AND (token IS NULL) AND (topic IS NULL) AND (environment IS NULL)) OR ((kind = 'apns'::text) AND (token IS NOT NULL) AND (topic IS NOT NULL) AND (environment = ANY (ARRAY['sandbox'::text, 'production'::text])) AND (endpoint IS NULL) AND (p256dh IS NULL) AND (auth IS NULL)) OR ((kind = 'fcm'::text) AND (token IS NOT NULL) AND (endpoint IS NULL) AND (p256dh IS NULL) AND (auth IS NULL) AND (topic IS NULL) AND (environment IS NULL)))),
+  CONSTRAINT push_registrations_pkey PRIMARY KEY (id),
+  CONSTRAINT push_registrations_token UNIQUE (kind, token)
 );
 CREATE INDEX push_registrations_principal ON push_registrations USING btree (principal);
 CREATE INDEX push_registrations_refreshed_at ON push_registrations USING btree (refreshed_at);

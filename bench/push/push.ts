@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- push`: Web Push end to end (the push load test and its `push_handoff`
- * figure), in two parts, against a loopback push service on a thread of its own that
+ * figure), in three parts, against a loopback push service on a thread of its own that
  * checks every VAPID token and decrypts every message (`BenchPushService`).
  *
  *   1. Handoff (`PushHandoff.ts`): BENCH_PUSH_RATE events/s for BENCH_PUSH_SECONDS, each event
@@ -21,6 +21,9 @@
  *      and the CPU per push with the VAPID token reused against signing each request, alternating
  *      within each repeat (target: sender and server together <= 0.4 ms a push); plus the two CPU
  *      costs apart (sign a token, build a request).
+ *   3. APNs (`PushApns.ts`): BENCH_PUSH_APNS_PUSHES pushes through the native sender core over one
+ *      HTTP/2 connection to an APNs fake on its own thread (`BenchApnsService`): pushes/s and the
+ *      sender's CPU per push, the provider token reused against signed for each request.
  *
  * Every run is checked (every message arrived exactly once, by event and registration, and
  * decrypted); a run that fails the check has no figure, and its targets are not met.
@@ -39,6 +42,7 @@ import { eventAt } from "../harness/SampleEvent.ts"
 import * as Throughput from "../harness/Throughput.ts"
 import { spaceOf } from "../harness/WebhookSample.ts"
 import * as BenchPushService from "./BenchPushService.ts"
+import * as PushApns from "./PushApns.ts"
 import * as PushBurst from "./PushBurst.ts"
 import * as PushHandoff from "./PushHandoff.ts"
 import * as PushReport from "./PushReport.ts"
@@ -55,7 +59,7 @@ const p95TargetVariable = "BOTHY_PERF_PUSH_HANDOFF_P95"
 const settings = Config.all({
   throughput: Throughput.settings,
   smoke: Config.Boolean("BENCH_PUSH_SMOKE").pipe(Config.withDefault(false)),
-  parts: Config.String("BENCH_PUSH_PARTS").pipe(Config.withDefault("handoff,lowRates,fanOut")),
+  parts: Config.String("BENCH_PUSH_PARTS").pipe(Config.withDefault("handoff,lowRates,fanOut,apns")),
   lowRates: Config.String("BENCH_PUSH_LOW_RATES").pipe(Config.withDefault("50,200")),
   rate: Config.Number("BENCH_PUSH_RATE").pipe(Config.withDefault(500)),
   seconds: Config.Number("BENCH_PUSH_SECONDS").pipe(Config.withDefault(30)),
@@ -72,11 +76,12 @@ const settings = Config.all({
   drainSeconds: Config.Number("BENCH_PUSH_DRAIN_SECONDS").pipe(Config.withDefault(120)),
   fanOutMembers: Config.Int("BENCH_PUSH_FANOUT_MEMBERS").pipe(Config.withDefault(10_000)),
   fanOutDrainSeconds: Config.Number("BENCH_PUSH_FANOUT_DRAIN_SECONDS").pipe(Config.withDefault(300)),
+  apnsPushes: Config.Int("BENCH_PUSH_APNS_PUSHES").pipe(Config.withDefault(20_000)),
   p95Target: Config.String(p95TargetVariable).pipe(Config.withDefault("50ms")),
 })
 
 /** The full sizes: a run below any of them is a smoke run. */
-const issueSizes = { rate: 500, seconds: 30, members: 3, fanOutMembers: 10_000 } as const
+const issueSizes = { rate: 500, seconds: 30, members: 3, fanOutMembers: 10_000, apnsPushes: 20_000 } as const
 const batchSize = 500
 const pollInterval = Duration.seconds(1)
 /** The figures of a run worth printing as it ends; the file gets everything. */
@@ -150,6 +155,9 @@ const plan = Effect.gen(function* () {
       : undefined,
     parts.has("fanOut") && config.fanOutMembers < issueSizes.fanOutMembers
       ? `fan-out ${config.fanOutMembers} members < ${issueSizes.fanOutMembers}`
+      : undefined,
+    parts.has("apns") && config.apnsPushes < issueSizes.apnsPushes
+      ? `APNs ${config.apnsPushes} pushes < ${issueSizes.apnsPushes}`
       : undefined,
   ].filter((r) => r !== undefined)
   return {
@@ -326,12 +334,29 @@ const run = Effect.gen(function* () {
       : { ours: [], compared: [], baselines: [] }
   const lowRates = audience === undefined ? [] : yield* runLowRates(p, { push, service }, audience)
   const fanOut = p.parts.has("fanOut") ? yield* runFanOut(p, { push, service }) : { bursts: [], pieces: undefined }
-  return PushReport.report(p, { ...handoffs, lowRates, ...fanOut })
+  const report = PushReport.report(p, { ...handoffs, lowRates, ...fanOut })
+  if (!p.parts.has("apns")) return report
+  const apnsConfig = { pushes: p.config.apnsPushes, inFlight: p.config.concurrency }
+  const apnsRuns: Array<PushApns.ApnsRun> = []
+  for (let i = 0; i < p.repeats; i++) {
+    for (const signEach of i % 2 === 0 ? [false, true] : [true, false]) {
+      const one = yield* PushApns.measure(apnsConfig, signEach)
+      yield* Console.log(`apns ${one.case}: ${JSON.stringify(one)}`)
+      apnsRuns.push(one)
+    }
+  }
+  const apns = PushApns.report(apnsConfig, apnsRuns)
+  return {
+    ...report,
+    conditions: { ...report.conditions, apns: apns.conditions },
+    results: { ...(report.results as object), apns: apns.results },
+    table: { ...report.table, rows: [...report.table.rows, ...apns.rows] },
+  }
 })
 
 export default {
   description:
-    "push end to end at a steady rate (commit to job claimable, to message decrypted; backlog), and one event to 10,000 registrations (pushes/s, CPU per push, reused VAPID token vs signEach)",
+    "push end to end at a steady rate (commit to job claimable, to message decrypted; backlog), one event to 10,000 registrations (pushes/s, CPU per push, reused VAPID token vs signEach), and 20,000 APNs pushes over one HTTP/2 connection (pushes/s, CPU per push, reused provider token vs signEach)",
   smoke: {
     BENCH_PUSH_SMOKE: "true",
     BENCH_PUSH_RATE: "50",
@@ -342,6 +367,7 @@ export default {
     BENCH_PUSH_DRAIN_SECONDS: "60",
     BENCH_PUSH_FANOUT_MEMBERS: "200",
     BENCH_PUSH_FANOUT_DRAIN_SECONDS: "60",
+    BENCH_PUSH_APNS_PUSHES: "500",
   },
   run: Effect.gen(function* () {
     const server = yield* BenchServer

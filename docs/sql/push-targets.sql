@@ -8,7 +8,7 @@ WITH ev AS MATERIALIZED (
   FROM (SELECT $1::bigint AS seq) AS k LEFT JOIN event_log AS e ON e.seq = k.seq AND
     e.occurred_at >= $2::timestamptz AND e.occurred_at < $3::timestamptz
 ), regs AS MATERIALIZED (
-  SELECT k.registration, r.principal, r.endpoint, r.p256dh, r.auth
+  SELECT k.registration, r.principal, r.kind, r.endpoint, r.p256dh, r.auth, r.token, r.topic, r.environment
   FROM unnest($4::bigint[]) WITH ORDINALITY AS k (registration, n)
   LEFT JOIN push_registrations AS r ON r.id = k.registration
   ORDER BY k.n
@@ -21,7 +21,8 @@ WITH ev AS MATERIALIZED (
   FROM (SELECT DISTINCT principal FROM regs WHERE principal IS NOT NULL) AS p CROSS JOIN ev
   WHERE ev.space_id IS NOT NULL
 )
-SELECT g.registration::text AS registration, g.principal, g.endpoint, g.p256dh, g.auth,
+SELECT g.registration::text AS registration, g.principal, g.kind, g.endpoint, g.p256dh, g.auth,
+  g.token, g.topic, g.environment,
   ev.space_id AS space, ev.type, ev.epoch, ev.occurred_at AS "occurredAt", ev.summary, rights.allowed AS allowed
 FROM regs AS g CROSS JOIN ev LEFT JOIN rights ON rights.principal = g.principal;
 

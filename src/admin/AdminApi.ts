@@ -198,7 +198,10 @@ export class RegistrationsApi extends HttpApiGroup.make("registrations")
       payload: Schema.Struct({
         /** The principal; a principal caller may leave it out (it is the caller). */
         principal: Schema.optional(Schema.String),
-        subscription: S.PushSubscriptionJson,
+        /** A browser's subscription; or, exactly one instead of it, `apns` or `fcm`. */
+        subscription: Schema.optional(S.PushSubscriptionJson),
+        apns: Schema.optional(S.ApnsDevice),
+        fcm: Schema.optional(S.FcmDevice),
       }),
       success: S.Registered.pipe(HttpApiSchema.status(201)),
       error: [BadRegistration, NotPermitted, PushOff],
@@ -211,7 +214,12 @@ export class RegistrationsApi extends HttpApiGroup.make("registrations")
     HttpApiEndpoint.delete("remove", "/:id", { params: int8IdParam, error: NoRegistration }),
   )
   .prefix("/v1/registrations")
-  .annotateMerge(OpenApi.annotations({ title: "registrations", description: "Web Push registrations" })) {}
+  .annotateMerge(
+    OpenApi.annotations({
+      title: "registrations",
+      description: "Push registrations: browsers (Web Push) and native devices (APNs, FCM)",
+    }),
+  ) {}
 
 export class ConsumersApi extends HttpApiGroup.make("consumers")
   .add(HttpApiEndpoint.get("list", "/", { success: Schema.Array(S.Consumer), error: OperatorOnly }))

@@ -11,6 +11,7 @@ import { SqlClient } from "effect/sql"
 import * as JobControl from "../jobs/JobControl.ts"
 import * as Status from "../ops/Status.ts"
 import { PushConfig } from "../push/PushConfig.ts"
+import { InvalidPushRegistration } from "../push/PushRegistration.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
 import * as DeliveryResend from "../webhooks/subscriptions/DeliveryResend.ts"
 import * as WebhookDeliveries from "../webhooks/subscriptions/WebhookDeliveries.ts"
@@ -162,10 +163,22 @@ const registrations = HttpApiBuilder.group(AdminApi, "registrations", (handlers)
         Effect.gen(function* () {
           const caller = yield* CurrentCaller
           const principal = yield* AdminAccess.ownerFor(caller, payload.principal, "principal")
+          const given = (["subscription", "apns", "fcm"] as const).filter((k) => payload[k] !== undefined)
+          if (given.length !== 1) {
+            return yield* new InvalidPushRegistration({
+              field: "",
+              reason: "BadShape",
+              detail: `give exactly one of subscription, apns, fcm (got ${given.length === 0 ? "none" : given.join(", ")})`,
+            })
+          }
+          if (payload.apns !== undefined)
+            return yield* withSql(PushRegistrations.registerNative(principal, "apns", payload.apns))
+          if (payload.fcm !== undefined)
+            return yield* withSql(PushRegistrations.registerNative(principal, "fcm", payload.fcm))
           if (Option.isNone(push)) {
             return yield* new PushOff({ detail: "set the VAPID keys (bothy push keys) to register browsers" })
           }
-          return yield* withSql(PushRegistrations.register(principal, payload.subscription)).pipe(
+          return yield* withSql(PushRegistrations.register(principal, payload.subscription!)).pipe(
             Effect.provideService(PushConfig, push.value),
           )
         }).pipe(unexpected),

@@ -131,7 +131,15 @@ export const RecoveryStarted = Schema.Struct({
 export const Registration = Schema.Struct({
   id: Schema.String,
   principal: Schema.String,
-  endpoint: Schema.String,
+  kind: Schema.Literals(["webpush", "apns", "fcm"]),
+  /** A browser's push endpoint; null for a native device. */
+  endpoint: Schema.NullOr(Schema.String),
+  /** A native device's token (APNs device token, FCM registration token); null for a browser. */
+  token: Schema.NullOr(Schema.String),
+  /** An APNs device's bundle id. */
+  topic: Schema.NullOr(Schema.String),
+  /** An APNs device's environment: sandbox or production. */
+  environment: Schema.NullOr(Schema.Literals(["sandbox", "production"])),
   createdAt: Time,
   refreshedAt: Time,
 }).annotate({ identifier: "Registration" })
@@ -148,6 +156,18 @@ export const PushSubscriptionJson = Schema.Struct({
   expirationTime: Schema.optional(Schema.NullOr(Schema.Finite)),
   keys: Schema.Struct({ p256dh: Schema.String, auth: Schema.String }),
 }).annotate({ identifier: "PushSubscriptionJSON" })
+
+/** An iOS app's device, for APNs. */
+export const ApnsDevice = Schema.Struct({
+  token: Schema.String,
+  /** The app's bundle id. */
+  topic: Schema.String,
+  /** `sandbox` (a development build) or `production`. */
+  environment: Schema.String,
+}).annotate({ identifier: "ApnsDevice" })
+
+/** An Android (or other Firebase) app's registration token, for FCM. */
+export const FcmDevice = Schema.Struct({ token: Schema.String }).annotate({ identifier: "FcmDevice" })
 
 export const Consumer = Schema.Struct({
   name: Schema.String,

@@ -2,7 +2,8 @@
  * `bothy start` (`npm start`): the first run. It runs the worker exactly as `bothy worker` does
  * (`WorkerCommand`: the admin server with the status page and the API docs included), and, while the database is the embedded one, the
  * demo (`src/demo/`): a producer at `--rate` events a second, webhook subscriptions to a local
- * receiver that verifies every signature, a local push service that decrypts every message, and a
+ * receiver that verifies every signature, a local push service that decrypts every message, APNs
+ * and FCM stand-ins that verify the provider and access tokens, and a
  * progress line. Ctrl-C stops the producer, then the worker (running jobs finish or are put back),
  * then the embedded server, then the receiver and push service, and prints the summary last.
  *
@@ -13,6 +14,7 @@ import { Command, Flag } from "effect/cli"
 import * as Demo from "../demo/Demo.ts"
 import * as DemoCounts from "../demo/DemoCounts.ts"
 import * as DemoEnvironment from "../demo/DemoEnvironment.ts"
+import * as DemoNativeServices from "../demo/DemoNativeServices.ts"
 import * as DemoProgress from "../demo/DemoProgress.ts"
 import * as DemoPushService from "../demo/DemoPushService.ts"
 import * as DemoReceiver from "../demo/DemoReceiver.ts"
@@ -40,10 +42,14 @@ const withDemo = (rate: number) =>
       const receiver = yield* DemoReceiver.start(counts, DemoSetup.kept(home))
       const push = yield* Option.match(loaded.push, {
         onNone: () => Effect.succeed(Option.none()),
-        onSome: (settings) =>
-          Effect.map(DemoPushService.start(counts, settings.vapid.publicKey), (service) =>
-            Option.some({ service, settings }),
-          ),
+        onSome: (vapid) =>
+          Effect.gen(function* () {
+            const service = yield* DemoPushService.start(counts, vapid.vapid.publicKey)
+            const native = yield* DemoNativeServices.start(counts)
+            // Always the stand-ins: the demo's devices are made up, and Apple or Google would refuse them.
+            const settings = { ...vapid, apns: native.apns, fcm: native.fcm }
+            return Option.some({ service, native, settings })
+          }),
       })
       began = yield* Clock.currentTimeMillis
       const demo = Demo.layer({
@@ -56,7 +62,8 @@ const withDemo = (rate: number) =>
         sequencing: loaded.settings.log?.sequencing ?? "counter",
         terminal,
       })
-      return yield* WorkerCommand.run(loaded, demo)
+      const pushSettings = Option.map(push, (p) => p.settings)
+      return yield* WorkerCommand.run({ ...loaded, push: pushSettings }, demo)
     }).pipe(
       Effect.scoped,
       Effect.ensuring(summary),

@@ -12,6 +12,7 @@ import { PushConfig, type PushSettings } from "../push/PushConfig.ts"
 import { WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig, type WebhookSettings } from "../webhooks/WebhookConfig.ts"
 import type { DemoCounts } from "./DemoCounts.ts"
+import type { DemoNativeServices } from "./DemoNativeServices.ts"
 import * as DemoProducer from "./DemoProducer.ts"
 import * as DemoProgress from "./DemoProgress.ts"
 import type { DemoPushService } from "./DemoPushService.ts"
@@ -25,7 +26,11 @@ export interface DemoOptions {
   readonly counts: DemoCounts
   readonly receiver: DemoReceiver
   /** The push service and the worker's push settings; `None`: push is off. */
-  readonly push: Option.Option<{ readonly service: DemoPushService; readonly settings: PushSettings }>
+  readonly push: Option.Option<{
+    readonly service: DemoPushService
+    readonly native: DemoNativeServices
+    readonly settings: PushSettings
+  }>
   readonly webhooks: WebhookSettings
   readonly sequencing: LogSequencing
   /** Standard output is a terminal: the progress line is rewritten in place. */
@@ -41,7 +46,8 @@ const announce = (options: DemoOptions, prepared: DemoSetup.Prepared) =>
     )
     const push = Option.match(options.push, {
       onNone: () => "push is off",
-      onSome: ({ service }) => `pushes to ${service.origin} (each decrypted)`,
+      onSome: ({ service, native }) =>
+        `pushes to ${service.origin} (each decrypted), to APNs and FCM stand-ins on ${native.origin}`,
     })
     yield* Effect.logInfo(
       `demo: ${options.rate} events/s into ${DemoSetup.spaces.join(", ")}; webhooks to ${options.receiver.url("")}… (each signature verified with standardwebhooks); ${push}; Ctrl-C prints a summary and stops everything`,
@@ -51,7 +57,7 @@ const announce = (options: DemoOptions, prepared: DemoSetup.Prepared) =>
 export const layer = (options: DemoOptions) =>
   Layer.effectDiscard(
     Effect.gen(function* () {
-      const push = Option.getOrUndefined(options.push)?.service
+      const push = Option.getOrUndefined(options.push)
       const prepared = yield* DemoSetup.prepare(options.home, options.receiver, push)
       yield* announce(options, prepared)
       yield* DemoProducer.run(options.rate, options.counts).pipe(Effect.forkScoped)

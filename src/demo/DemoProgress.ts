@@ -1,6 +1,6 @@
 /**
  * What the demo tells the person watching: on a terminal, one line rewritten every second
- * (events appended, deliveries done, pushes, each consumer's lag, the push handoff p95); otherwise
+ * (events appended, deliveries done, pushes, APNs and FCM pushes, each consumer's lag, the push handoff p95); otherwise
  * the same as a log line every few seconds. Log lines that arrive meanwhile clear the progress
  * line first (`terminalLogger`), so the two never run into each other. When it stops, the summary.
  */
@@ -45,6 +45,8 @@ export const line = (counts: DemoCounts, window: { before?: Metric.HistogramStat
       `events appended ${counts.appended}`,
       `deliveries done ${counts.verified}`,
       `pushes ${counts.pushes}`,
+      `apns ${counts.apnsPushes}`,
+      `fcm ${counts.fcmPushes}`,
       `consumer lag ${consumers}`,
       `handoff p95 ${millis(handoff)}`,
       ...(failures > 0 ? [`failures ${failures}`] : []),
@@ -80,6 +82,8 @@ export const summary = (counts: DemoCounts, ranMillis: number) => {
     `  events appended      ${counts.appended}`,
     `  deliveries           ${counts.verified} webhooks (signatures verified ${counts.verified})`,
     `  pushes               ${counts.pushes} (decrypted)`,
+    `  apns pushes          ${counts.apnsPushes} (provider token verified)`,
+    `  fcm pushes           ${counts.fcmPushes} (access token verified)`,
     `  failures             ${failures} (webhooks refused ${counts.webhookFailures}, pushes refused ${counts.pushFailures}, appends failed ${counts.appendFailures})`,
   ].join("\n")
 }

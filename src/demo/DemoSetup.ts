@@ -21,6 +21,7 @@ import * as Status from "../ops/Status.ts"
 import * as PushAudience from "../push/PushAudience.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
 import { WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
+import type { DemoNativeServices } from "./DemoNativeServices.ts"
 import type { DemoPushService } from "./DemoPushService.ts"
 import type * as DemoReceiver from "./DemoReceiver.ts"
 
@@ -100,27 +101,37 @@ const prepareSubscriptions = (receiver: DemoReceiver.DemoReceiver) =>
     return found.length - moved.length
   })
 
-/** Each member in every space with the right to receive, and one new browser registered. */
-const prepareBrowsers = (push: DemoPushService) =>
+/** Each member in every space with the right to receive, and one new browser, iPhone and Android phone registered. */
+const prepareBrowsers = (push: DemoPushService, native: DemoNativeServices) =>
   Effect.gen(function* () {
     for (const principal of members) {
       for (const space of spaces) {
         yield* PushAudience.join(space, principal)
         yield* PermissionGrants.grant(principal, pushDeliver, space)
       }
-      for (const old of yield* PushRegistrations.list(principal)) yield* PushRegistrations.unregister(old.endpoint)
+      for (const old of yield* PushRegistrations.list(principal)) yield* PushRegistrations.remove(old.id)
       yield* PushRegistrations.register(principal, push.subscribe())
+      yield* PushRegistrations.registerNative(principal, "apns", {
+        token: native.device(),
+        topic: "com.example.bothy-demo",
+        environment: "sandbox",
+      })
+      yield* PushRegistrations.registerNative(principal, "fcm", { token: native.fcmToken() })
     }
     return members.length
   })
 
-export const prepare = (home: string, receiver: DemoReceiver.DemoReceiver, push: DemoPushService | undefined) =>
+export const prepare = (
+  home: string,
+  receiver: DemoReceiver.DemoReceiver,
+  push: { readonly service: DemoPushService; readonly native: DemoNativeServices } | undefined,
+) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const [row] = yield* sql<{ head: bigint }>`SELECT ${EventLog.headSeq(sql)} AS head`
     const head = row?.head ?? 0n
     const reusedSubscriptions = yield* prepareSubscriptions(receiver)
-    const registrations = push === undefined ? 0 : yield* prepareBrowsers(push)
+    const registrations = push === undefined ? 0 : yield* prepareBrowsers(push.service, push.native)
     keep(home, receiver)
     return {
       reused: head > 0n || reusedSubscriptions > 0,

@@ -82,6 +82,15 @@ export const rules = (options: AlertOptions): ReadonlyArray<Rule> => [
       "Push deliveries failed with outcome config_error in the last 15 minutes: the VAPID keys or push settings are wrong, so no push message goes out.",
   },
   {
+    alert: "BothyNativePushConfigurationErrors",
+    expr: 'sum by (provider) (increase(bothy_push_native_deliveries_total{outcome="config_error"}[15m])) > 0',
+    for: "0m",
+    severity: "page",
+    summary: "bothy {{ $labels.provider }} push fails on configuration",
+    description:
+      "{{ $labels.provider }} messages failed with outcome config_error in the last 15 minutes: the provider refuses the key or service account, the worker has no credentials for it, or (APNs) every device says BadDeviceToken because the worker's environment is not the app's. The devices are kept; no message reaches them until it is fixed.",
+  },
+  {
     alert: "BothyJobsStuckRunning",
     expr: `max by (kind) (bothy_jobs_oldest_running_seconds) > ${seconds(stuckRunningAfter)}`,
     for: "5m",

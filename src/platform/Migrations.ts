@@ -33,6 +33,7 @@ import jobWorkerBackend from "../../migrations/0019_job_worker_backend.ts"
 import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_started.ts"
 import webhookFilters from "../../migrations/0021_webhook_filters.ts"
 import eventTypes from "../../migrations/0022_event_types.ts"
+import pushNativeRegistrations from "../../migrations/0023_push_native_registrations.ts"
 import * as DatabaseSchema from "./DatabaseSchema.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
@@ -58,6 +59,7 @@ export const migrations = {
   "0020_webhook_attempts_started": webhookAttemptsStarted,
   "0021_webhook_filters": webhookFilters,
   "0022_event_types": eventTypes,
+  "0023_push_native_registrations": pushNativeRegistrations,
 } as const
 
 /** The table in which the migrator records applied migrations. */

@@ -19,6 +19,7 @@ import {
   setting,
   variable,
 } from "../platform/BothyConfig.ts"
+import * as NativePushConfig from "./NativePushConfig.ts"
 import { defaultBatchSize, maxBatchSize } from "./PushJob.ts"
 import { defaultHostPatterns } from "./PushRegistration.ts"
 import * as PushVapid from "./PushVapid.ts"
@@ -43,6 +44,10 @@ export interface PushSettings {
   readonly encryptionThreads?: number
   /** Registrations one push job sends an event to (`PushJob`). Absent: `PushJob.defaultBatchSize`. */
   readonly batchSize?: number
+  /** APNs token-based credentials; absent, APNs devices' messages are configuration errors. */
+  readonly apns?: NativePushConfig.ApnsCredentials
+  /** FCM HTTP v1 credentials; absent, FCM tokens' messages are configuration errors. */
+  readonly fcm?: NativePushConfig.FcmCredentials
 }
 
 export const defaults = {
@@ -113,7 +118,16 @@ const loadVapid = Effect.gen(function* () {
 export const load = (policy: TargetPolicy) =>
   Effect.gen(function* () {
     const vapid = yield* loadVapid
-    if (Option.isNone(vapid)) return Option.none<PushSettings>()
+    const apns = yield* NativePushConfig.loadApns
+    const fcm = yield* NativePushConfig.loadFcm
+    if (Option.isNone(vapid)) {
+      if (Option.isNone(apns) && Option.isNone(fcm)) return Option.none<PushSettings>()
+      const given = [...(Option.isSome(apns) ? ["APNs"] : []), ...(Option.isSome(fcm) ? ["FCM"] : [])]
+      return yield* new InvalidConfig({
+        keys: [keys.publicKey, keys.privateKey, keys.subject],
+        detail: `${given.join(" and ")} credentials are set but push is off: native push runs in the push consumer, which needs the VAPID keys (bothy push keys makes a pair) as well`,
+      })
+    }
     const hostPatterns = yield* setting("push.hosts", defaultHostPatterns.join(","), (raw) =>
       Result.flatMap(parseList(raw), hostPatternsValid),
     )
@@ -126,6 +140,8 @@ export const load = (policy: TargetPolicy) =>
       maxInFlight: yield* setting("push.max_in_flight", String(defaults.maxInFlight), parseCount(1, 10_000)),
       encryptionThreads: yield* setting("push.encryption_threads", "auto", parseThreads),
       batchSize: yield* setting("push.batch_size", String(defaults.batchSize), parseCount(1, maxBatchSize)),
+      ...(Option.isSome(apns) ? { apns: apns.value } : {}),
+      ...(Option.isSome(fcm) ? { fcm: fcm.value } : {}),
     })
   })
 

@@ -32,6 +32,7 @@ import { Clock, Duration, Effect, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { Permissions, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
+import * as NativeSend from "./NativeSend.ts"
 import { Ledger } from "./PushBatch.ts"
 import { PushConfig } from "./PushConfig.ts"
 import type * as PushEncryption from "./PushEncryption.ts"
@@ -64,6 +65,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
   const permissions = yield* Permissions
   const sql = yield* SqlClient.SqlClient
   const { prepare, send, ttlLeft } = yield* PushSend.make(options)
+  const native = yield* NativeSend.make(ttlLeft)
   const inFlight = yield* Semaphore.make(config.maxInFlight)
 
   /** Each principal's right: from SQL where it answered, else asked here in one call, once per principal. */
@@ -87,22 +89,25 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
   const deliverOne = (attempt: PushSend.Attempt, t: Target, build: PushEncryption.Build | undefined) =>
     Effect.gen(function* () {
       const { ledger, event } = attempt
-      if (t.endpoint === null) {
+      if (t.kind === null) {
         yield* PushMetrics.count("unregistered")
         ledger.settle(t.registration)
-      } else if (build === undefined || attempt.rights.get(t.principal!) !== true) {
+      } else if (attempt.rights.get(t.principal!) !== true) {
         yield* PushMetrics.count("denied")
         ledger.die(t.registration, `${t.principal} lacks ${pushDeliver} on space ${event.space}`)
       } else {
-        const origin = new URL(t.endpoint).origin
-        const endpoint = t.endpoint
+        const device = t.kind === "webpush" || t.token === null ? undefined : { ...t, kind: t.kind, token: t.token }
+        const origin = device === undefined ? new URL(t.endpoint!).origin : NativeSend.throttleKey(device)
         yield* inFlight.withPermit(
           Effect.suspend(() => {
             if (attempt.progress.lost()) return Effect.void
             // Its push service asked this attempt to wait: the registration waits with it, unsent.
             if (ledger.isThrottled(origin))
               return Effect.sync(() => ledger.throttle(origin, t.registration, Duration.zero))
-            return send(attempt, { ...t, endpoint }, origin, build)
+            if (device !== undefined) return native.send(attempt, device)
+            // `prepare` built one for every Web Push registration with the right.
+            if (build === undefined) return Effect.die(new Error(`push: no request built for ${t.registration}`))
+            return send(attempt, { ...t, endpoint: t.endpoint! }, origin, build)
           }),
         )
       }
@@ -151,7 +156,9 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
     const attempt: PushSend.Attempt = { args, event, rights, ledger, progress }
     const sendable = targets.flatMap(
       (t): Array<PushSend.Sendable> =>
-        t.endpoint !== null && rights.get(t.principal!) === true ? [{ ...t, endpoint: t.endpoint }] : [],
+        t.kind === "webpush" && t.endpoint !== null && rights.get(t.principal!) === true
+          ? [{ ...t, endpoint: t.endpoint }]
+          : [],
     )
     const built = yield* prepare(attempt, sendable)
     yield* Effect.forEach(targets, (t) => deliverOne(attempt, t, built.get(t.registration)), {

@@ -13,6 +13,21 @@ export const deliveries = Metric.counter("bothy.push.deliveries", {
   incremental: true,
 })
 
+/**
+ * Native push messages by `provider` (apns, fcm) and `outcome` (the values of `deliveries`): what
+ * a request to APNs or FCM came to. They are not counted in `deliveries` as well, which counts Web
+ * Push requests and, for every kind, what ends before a request (unregistered, denied, expired), so
+ * each configuration error pages once, under the alert of its kind. `config_error` here is a key
+ * or service account refused, a provider without credentials, or a worker on the wrong APNs
+ * environment.
+ */
+export const nativeDeliveries = Metric.counter("bothy.push.native_deliveries", {
+  description: "native push (APNs, FCM) delivery attempts by provider and outcome",
+  incremental: true,
+})
+
+export const providers = ["apns", "fcm"] as const
+
 /** By `cause`: gone (the push service said so), stale (not refreshed for push.registration_max_age). */
 export const registrationsRemoved = Metric.counter("bothy.push.registrations_removed", {
   description: "push registrations removed, by cause",
@@ -56,11 +71,21 @@ export const removalCauses = ["gone", "stale"] as const
  */
 export const atZero = Effect.gen(function* () {
   for (const outcome of deliveryOutcomes) yield* Metric.update(Metric.withAttributes(deliveries, { outcome }), 0)
+  for (const provider of providers) {
+    for (const outcome of deliveryOutcomes) {
+      yield* Metric.update(Metric.withAttributes(nativeDeliveries, { provider, outcome }), 0)
+    }
+  }
   for (const cause of removalCauses) yield* Metric.update(Metric.withAttributes(registrationsRemoved, { cause }), 0)
   yield* Metric.update(eventsLost, 0)
   yield* Metric.value(handoffLatency)
 })
 
+export type Outcome = (typeof deliveryOutcomes)[number]
+
 /** Counts `n` push messages that ended as `outcome`. */
-export const count = (outcome: (typeof deliveryOutcomes)[number], n = 1) =>
-  Metric.update(Metric.withAttributes(deliveries, { outcome }), n)
+export const count = (outcome: Outcome, n = 1) => Metric.update(Metric.withAttributes(deliveries, { outcome }), n)
+
+/** Counts a native message that ended as `outcome`, by its provider. */
+export const countNative = (provider: (typeof providers)[number], outcome: Outcome) =>
+  Metric.update(Metric.withAttributes(nativeDeliveries, { provider, outcome }), 1)

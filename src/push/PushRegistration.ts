@@ -38,7 +38,16 @@ export type PushSubscriptionJson = typeof PushSubscriptionJson.Type
 export class InvalidPushRegistration extends Schema.TaggedError<InvalidPushRegistration>()("InvalidPushRegistration", {
   /** `endpoint`, `keys.p256dh`, `keys.auth`, or the field the shape check names. */
   field: Schema.String,
-  reason: Schema.Literals(["BadShape", "UnsafeEndpoint", "HostNotAllowed", "BadP256dh", "BadAuth"]),
+  reason: Schema.Literals([
+    "BadShape",
+    "UnsafeEndpoint",
+    "HostNotAllowed",
+    "BadP256dh",
+    "BadAuth",
+    "BadToken",
+    "BadTopic",
+    "BadEnvironment",
+  ]),
   detail: Schema.String,
 }) {
   override get message() {

@@ -1,10 +1,11 @@
 /**
- * The stored registrations: register (checked by `PushRegistration.check` against the configured
- * policy and host patterns), list, remove, and the sweep of the ones their browser stopped
- * refreshing.
+ * The stored registrations of the three kinds: register a browser (checked by
+ * `PushRegistration.check` against the configured policy and host patterns) or a native app's
+ * device (`NativeRegistration`), list, remove, and the sweep of the ones nobody refreshed.
  *
- * One row per endpoint: registering an endpoint again refreshes its row, under the principal who
- * registered it last (a browser's subscription follows whoever signs in there). The sweep is the
+ * One row per endpoint, or per (kind, token) for a device: registering it again refreshes its row,
+ * under the principal who registered it last (a browser's subscription, or a phone, follows
+ * whoever signs in there). The sweep is the
  * only cleanup some registrations ever get: a few push services answer 2xx for a subscription the
  * user revoked, so status codes alone never remove it.
  */
@@ -12,6 +13,7 @@ import { Duration, Effect, Layer, Metric, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as SqlInterval from "../platform/SqlInterval.ts"
 import { storableCheck } from "../platform/StorableText.ts"
+import * as NativeRegistration from "./NativeRegistration.ts"
 import { PushConfig } from "./PushConfig.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import { check, InvalidPushRegistration } from "./PushRegistration.ts"
@@ -28,13 +30,22 @@ export interface Registered {
 export interface StoredRegistration {
   readonly id: string
   readonly principal: string
-  readonly endpoint: string
+  readonly kind: NativeRegistration.Kind
+  /** A browser's endpoint; `null` for a device. */
+  readonly endpoint: string | null
+  /** A device's token; `null` for a browser. */
+  readonly token: string | null
+  /** An APNs device's bundle id. */
+  readonly topic: string | null
+  /** An APNs device's environment. */
+  readonly environment: NativeRegistration.Environment | null
   readonly createdAt: Date
   readonly refreshedAt: Date
 }
 
 const selectStored = (sql: SqlClient.SqlClient) => sql`
-  SELECT id::text AS id, principal, endpoint, created_at AS "createdAt", refreshed_at AS "refreshedAt"
+  SELECT id::text AS id, principal, kind, endpoint, token, topic, environment,
+         created_at AS "createdAt", refreshed_at AS "refreshedAt"
   FROM push_registrations`
 
 const base64url = (bytes: Uint8Array) => Buffer.from(bytes).toString("base64url")
@@ -52,10 +63,8 @@ export const count = (sql: SqlClient.SqlClient) =>
     return row?.n ?? 0
   })
 
-/** Registers `subscription` (a `PushSubscription.toJSON()` value) for `principal`, or refreshes it. */
-export const register = Effect.fn("PushRegistrations.register")(function* (principal: string, subscription: unknown) {
-  const config = yield* PushConfig
-  yield* Schema.decodeUnknownEffect(Principal)(principal).pipe(
+const checkPrincipal = (principal: string) =>
+  Schema.decodeUnknownEffect(Principal)(principal).pipe(
     Effect.mapError(
       () =>
         new InvalidPushRegistration({
@@ -65,6 +74,11 @@ export const register = Effect.fn("PushRegistrations.register")(function* (princ
         }),
     ),
   )
+
+/** Registers `subscription` (a `PushSubscription.toJSON()` value) for `principal`, or refreshes it. */
+export const register = Effect.fn("PushRegistrations.register")(function* (principal: string, subscription: unknown) {
+  const config = yield* PushConfig
+  yield* checkPrincipal(principal)
   const checked = yield* check(subscription, config.policy, config.hostPatterns)
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<{ id: string; created: boolean }>`
@@ -72,6 +86,33 @@ export const register = Effect.fn("PushRegistrations.register")(function* (princ
     VALUES (${principal}, ${checked.endpoint.href}, ${base64url(checked.p256dh)}, ${base64url(checked.auth)})
     ON CONFLICT (endpoint) DO UPDATE
       SET principal = excluded.principal, p256dh = excluded.p256dh, auth = excluded.auth,
+          refreshed_at = clock_timestamp()
+    RETURNING id::text AS id, (xmax = 0) AS created`
+  return rows[0]! satisfies Registered
+})
+
+/**
+ * Registers a native app's device for `principal`, or refreshes it: `{ token, topic, environment }`
+ * for `apns`, `{ token }` for `fcm`. A device needs no push configuration to be registered (the
+ * credentials are the workers'); one whose provider a worker has no credentials for is kept, and
+ * its messages are counted as configuration errors.
+ */
+export const registerNative = Effect.fn("PushRegistrations.registerNative")(function* (
+  principal: string,
+  kind: NativeRegistration.NativeKind,
+  device: unknown,
+) {
+  yield* checkPrincipal(principal)
+  const checked =
+    kind === "apns" ? yield* NativeRegistration.checkApns(device) : yield* NativeRegistration.checkFcm(device)
+  const topic = checked.kind === "apns" ? checked.topic : null
+  const environment = checked.kind === "apns" ? checked.environment : null
+  const sql = yield* SqlClient.SqlClient
+  const rows = yield* sql<{ id: string; created: boolean }>`
+    INSERT INTO push_registrations (principal, kind, token, topic, environment)
+    VALUES (${principal}, ${checked.kind}, ${checked.token}, ${topic}, ${environment})
+    ON CONFLICT (kind, token) DO UPDATE
+      SET principal = excluded.principal, topic = excluded.topic, environment = excluded.environment,
           refreshed_at = clock_timestamp()
     RETURNING id::text AS id, (xmax = 0) AS created`
   return rows[0]! satisfies Registered
@@ -119,6 +160,19 @@ export const unregister = Effect.fn("PushRegistrations.unregister")(function* (e
   const rows = yield* sql`DELETE FROM push_registrations WHERE endpoint = ${href} RETURNING id`
   return rows.length > 0
 })
+
+/**
+ * Removes registration `id` because its push service or provider said it is gone (counted, as
+ * `cause="gone"`); nothing when it was removed already.
+ */
+export const removeGone = (sql: SqlClient.SqlClient, id: string, why: string) =>
+  Effect.gen(function* () {
+    const gone = yield* sql`DELETE FROM push_registrations WHERE id = ${id}::bigint RETURNING id`
+    if (gone.length > 0) {
+      yield* Metric.update(Metric.withAttributes(PushMetrics.registrationsRemoved, { cause: "gone" }), 1)
+      yield* Effect.logInfo(`push: registration ${id} removed: ${why}`)
+    }
+  })
 
 /** Removes the registrations not refreshed for `maxAge` (by the database's clock, which wrote `refreshed_at`). */
 export const removeStale = Effect.fn("PushRegistrations.removeStale")(function* (maxAge: Duration.Duration) {

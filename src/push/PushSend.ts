@@ -18,6 +18,7 @@ import * as PushMessageKey from "./PushMessageKey.ts"
 import * as PushMetrics from "./PushMetrics.ts"
 import * as PushOutcome from "./PushOutcome.ts"
 import type * as PushProgress from "./PushProgress.ts"
+import * as PushRegistrations from "./PushRegistrations.ts"
 import type * as PushRequest from "./PushRequest.ts"
 import type { Target, TargetEvent } from "./PushTargets.ts"
 import * as PushVapid from "./PushVapid.ts"
@@ -57,15 +58,6 @@ export const make = Effect.fnUntraced(function* (options: { readonly tokens?: Pu
   const ttlMillis = Duration.toMillis(config.ttl)
   // Once a minute per push service: a wrong VAPID key fails every message to it.
   const configError = ThrottledWarnings.make("1 minute", Effect.logError)
-
-  const removeRegistration = (id: string) =>
-    Effect.gen(function* () {
-      const gone = yield* sql`DELETE FROM push_registrations WHERE id = ${id}::bigint RETURNING id`
-      if (gone.length > 0) {
-        yield* Metric.update(Metric.withAttributes(PushMetrics.registrationsRemoved, { cause: "gone" }), 1)
-        yield* Effect.logInfo(`push: registration ${id} removed: its push service says it is gone`)
-      }
-    })
 
   /** What is left of the TTL now, in milliseconds. */
   const ttlLeft = (event: TargetEvent) =>
@@ -125,7 +117,7 @@ export const make = Effect.fnUntraced(function* (options: { readonly tokens?: Pu
           return ledger.settle(t.registration)
         case "Gone":
           yield* PushMetrics.count("gone")
-          yield* removeRegistration(t.registration)
+          yield* PushRegistrations.removeGone(sql, t.registration, "its push service says it is gone")
           return ledger.settle(t.registration)
         case "Throttled":
           yield* PushMetrics.count("throttled")

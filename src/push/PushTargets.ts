@@ -13,6 +13,7 @@ import { Effect } from "effect"
 import type { SqlClient } from "effect/sql"
 import { type PermissionsShape, pushDeliver } from "../authz/Permissions.ts"
 import * as EventLog from "../log/EventLog.ts"
+import type { Environment, Kind } from "./NativeRegistration.ts"
 import type { BatchArgs } from "./PushJob.ts"
 
 /** The event of a batch; `undefined` when it left the log. */
@@ -24,11 +25,18 @@ export interface TargetEvent {
   readonly summary: string | null
 }
 
-/** One registration of the batch; `endpoint` and the keys are `null` when it was removed. */
+/**
+ * One registration of the batch; `kind` is `null` when it was removed. A browser has `endpoint` and
+ * the keys, a device `token` (and for APNs `topic` and `environment`).
+ */
 export interface Target {
   readonly registration: string
   readonly principal: string | null
+  readonly kind: Kind | null
   readonly endpoint: string | null
+  readonly token: string | null
+  readonly topic: string | null
+  readonly environment: Environment | null
   readonly p256dh: string | null
   readonly auth: string | null
   /** The principal's right from SQL; `null` when `Permissions` does not answer in SQL. */
@@ -67,12 +75,13 @@ export const targetsStatement = (sql: SqlClient.SqlClient, permissions: Permissi
              CASE WHEN jsonb_typeof(e.payload -> 'summary') = 'string' THEN left(e.payload ->> 'summary', 1000) END AS summary
       FROM (SELECT ${args.seq}::bigint AS seq) AS k LEFT JOIN ${EventLog.eventAtTime(sql, sql`k.seq`, at)}
     ), regs AS MATERIALIZED (
-      SELECT k.registration, r.principal, r.endpoint, r.p256dh, r.auth
+      SELECT k.registration, r.principal, r.kind, r.endpoint, r.p256dh, r.auth, r.token, r.topic, r.environment
       FROM unnest(${args.registrations}::bigint[]) WITH ORDINALITY AS k (registration, n)
       LEFT JOIN push_registrations AS r ON r.id = k.registration
       ORDER BY k.n
     )${rights}
-    SELECT g.registration::text AS registration, g.principal, g.endpoint, g.p256dh, g.auth,
+    SELECT g.registration::text AS registration, g.principal, g.kind, g.endpoint, g.p256dh, g.auth,
+           g.token, g.topic, g.environment,
            ev.space_id AS space, ev.type, ev.epoch, ev.occurred_at AS "occurredAt", ev.summary, ${allowed} AS allowed
     FROM regs AS g CROSS JOIN ev ${joinRights}`
 }
@@ -98,14 +107,20 @@ export const readTargets = (sql: SqlClient.SqlClient, permissions: PermissionsSh
             }
       return {
         event,
-        targets: rows.map(({ registration, principal, endpoint, p256dh, auth, allowed }) => ({
-          registration,
-          principal,
-          endpoint,
-          p256dh,
-          auth,
-          allowed,
-        })),
+        targets: rows.map(
+          ({ registration, principal, kind, endpoint, p256dh, auth, token, topic, environment, allowed }) => ({
+            registration,
+            principal,
+            kind,
+            endpoint,
+            p256dh,
+            auth,
+            token,
+            topic,
+            environment,
+            allowed,
+          }),
+        ),
       }
     }),
   )

@@ -226,6 +226,33 @@ layer(Live, { excludeTestServices: true })("the admin API", (it) => {
         assert.strictEqual((yield* api.delete(`/v1/registrations/${registered.body.id}`)).status, 204)
         assert.deepStrictEqual((yield* api.get("/v1/registrations?principal=alice")).body, [])
         assert.strictEqual((yield* api.delete(`/v1/registrations/${registered.body.id}`)).status, 404)
+        // Native devices: an APNs device and an FCM token beside the browser; exactly one kind per request.
+        const apns = { token: "0f".repeat(32), topic: "com.example.app", environment: "sandbox" }
+        const device = yield* api.post("/v1/registrations", { principal: "alice", apns })
+        assert.strictEqual(device.status, 201, JSON.stringify(device.body))
+        const fcm = yield* api.post("/v1/registrations", { principal: "alice", fcm: { token: "f".repeat(40) } })
+        assert.strictEqual(fcm.status, 201, JSON.stringify(fcm.body))
+        const devices = yield* api.get("/v1/registrations?principal=alice")
+        assert.deepStrictEqual(
+          devices.body.map((r: { kind: string; token: string; environment: string }) => [
+            r.kind,
+            r.token,
+            r.environment,
+          ]),
+          [
+            ["fcm", "f".repeat(40), null],
+            ["apns", apns.token, "sandbox"],
+          ],
+        )
+        const both = yield* api.post("/v1/registrations", { principal: "alice", apns, fcm: { token: "f".repeat(40) } })
+        assert.strictEqual(both.status, 400)
+        const badEnvironment = yield* api.post("/v1/registrations", {
+          principal: "alice",
+          apns: { ...apns, environment: "dev" },
+        })
+        assert.strictEqual(badEnvironment.status, 400)
+        assert.strictEqual(badEnvironment.body.reason, "BadEnvironment")
+        for (const r of devices.body) assert.strictEqual((yield* api.delete(`/v1/registrations/${r.id}`)).status, 204)
 
         // Consumers: position and lag.
         const consumers = yield* api.get("/v1/consumers")

@@ -56,7 +56,7 @@ const interrupt = (run: Effect.Success<ReturnType<typeof start>>) =>
 
 describe("bothy start", () => {
   it.live(
-    "StartRunsTheDemo: events, verified webhook deliveries and decrypted pushes count up; Ctrl-C prints the summary, exits 0 and leaves no process; a second start reuses the data it kept",
+    "StartRunsTheDemo: events, verified webhook deliveries, decrypted pushes and APNs and FCM pushes (their tokens verified by the stand-ins) count up; Ctrl-C prints the summary, exits 0 and leaves no process; a second start reuses the data it kept",
     () =>
       Effect.gen(function* () {
         const home = yield* EmbeddedWorker.home
@@ -66,7 +66,7 @@ describe("bothy start", () => {
         yield* first.worker.waitFor(/status page: http:\/\/127\.0\.0\.1:\d+\//)
         // The first progress line with deliveries and pushes, then one with more of each.
         const counted = yield* first.worker.waitFor(
-          /demo: events appended \d+ \| deliveries done [1-9]\d* \| pushes [1-9]/,
+          /demo: events appended \d+ \| deliveries done [1-9]\d* \| pushes [1-9]\d* \| apns [1-9]\d* \| fcm [1-9]/,
         )
         const before = countsOf(counted)
         let after = before
@@ -83,6 +83,9 @@ describe("bothy start", () => {
         assert.match(out.stdout, /^\s+deliveries\s+(\d+) webhooks \(signatures verified \1\)$/m)
         assert.isAtLeast(summaryNumber(out.stdout, "pushes"), after.pushes)
         assert.strictEqual(summaryNumber(out.stdout, "failures"), 0, out.stdout.slice(-800))
+        // Each member's iPhone and Android phone hear of the events as its browser does.
+        assert.isAtLeast(summaryNumber(out.stdout, "apns pushes"), 1)
+        assert.isAtLeast(summaryNumber(out.stdout, "fcm pushes"), 1)
 
         const second = yield* start(home)
         assert.strictEqual(second.dataDir, first.dataDir, "the same cluster")

@@ -30,7 +30,7 @@ describe("alert rules", () => {
     Effect.gen(function* () {
       const checked = yield* Promtool.run(["check", "rules", "alerts.yml"], { cwd: deploy })
       assert.strictEqual(checked.code, 0, checked.output)
-      assert.match(checked.output, /SUCCESS: 6 rules found/)
+      assert.match(checked.output, /SUCCESS: 7 rules found/)
       const tested = yield* Promtool.run(["test", "rules", "alerts.test.yml"], { cwd: deploy })
       assert.strictEqual(tested.code, 0, tested.output)
       assert.match(tested.output, /SUCCESS/)

@@ -29,6 +29,7 @@ import * as TargetPolicyConfig from "../../src/outbound/TargetPolicyConfig.ts"
 import * as BothyConfig from "../../src/platform/BothyConfig.ts"
 import * as Database from "../../src/platform/Database.ts"
 import * as DatabaseSchema from "../../src/platform/DatabaseSchema.ts"
+import * as NativePushConfig from "../../src/push/NativePushConfig.ts"
 import * as PushConfig from "../../src/push/PushConfig.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
 import * as WebhookConfig from "../../src/webhooks/WebhookConfig.ts"
@@ -126,6 +127,16 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
     "threads that encrypt push messages (aes128gcm) off the event loop: auto (one per core) or 0 to 64 (0: on it)",
   ],
   [
+    "push.apns_key",
+    "APNs token-based auth: the `.p8` key's PEM text (a P-256 private key); with the key id and team id, iOS devices are reached (see [push.md](push.md#native-push-apns-and-fcm)); never printed",
+  ],
+  ["push.apns_key_id", "the `.p8` key's 10-character key id"],
+  ["push.apns_team_id", "the Apple developer team's 10-character id"],
+  [
+    "push.fcm_service_account",
+    "FCM HTTP v1: the Firebase service account's JSON key file, its text (`project_id`, `client_email`, `private_key`); Android devices are reached; never printed",
+  ],
+  [
     "log_level",
     "least level logged: `all`, `trace`, `debug`, `info`, `warn`, `error`, `fatal`, `none`; the `--log-level` flag overrides it for one run",
   ],
@@ -211,6 +222,10 @@ const probes: Record<string, Probe> = {
   "push.max_in_flight": push,
   "push.batch_size": push,
   "push.encryption_threads": push,
+  "push.apns_key": push,
+  "push.apns_key_id": push,
+  "push.apns_team_id": push,
+  "push.fcm_service_account": push,
   log_level: { _tag: "Source", file: "src/bin/bothy.ts" },
   "metrics.address": read(MetricsEndpoint.loadAddress),
   "admin.address": read(AdminServer.loadAddress),
@@ -274,6 +289,7 @@ export const declaredKeys = (): ReadonlySet<string> => {
     ...Object.keys(BothyConfig.durationBounds),
     ...Object.values(TargetPolicyConfig.keys),
     ...Object.values(PushConfig.keys),
+    ...Object.values(NativePushConfig.keys),
     SecretBox.keyName,
     DatabaseSchema.key,
   ])

@@ -9,6 +9,7 @@ import { pushDeliver } from "../../src/authz/Permissions.ts"
 import type { Reported } from "../../src/jobs/JobCompleter.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
+import { PushConfig, type PushSettings } from "../../src/push/PushConfig.ts"
 import * as PushDelivery from "../../src/push/PushDelivery.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushRegistrations from "../../src/push/PushRegistrations.ts"
@@ -28,19 +29,28 @@ export const member = (service: PushService.PushService, space: string, principa
     )
   })
 
+/**
+ * Starts the `push.deliver` worker in the current scope, its push settings the layer's with
+ * `overrides` (the native providers' fakes, started by the test); each recorded batch of outcomes
+ * arrives on `finalized`.
+ */
+export const startWorkerWith = (overrides: Partial<PushSettings>) =>
+  Effect.gen(function* () {
+    const finalized = yield* Queue.unbounded<Reported>()
+    const settings = { ...(yield* PushConfig), ...overrides }
+    const kinds = yield* Effect.provideService(PushDelivery.make, PushConfig, settings)
+    const context = yield* Layer.build(
+      JobWorker.layer({
+        kinds: [...kinds],
+        queues: { [PushFanOut.queue]: { concurrency: 8 } },
+        onFinalized: (batch) => Queue.offerAll(finalized, batch).pipe(Effect.asVoid),
+      }),
+    )
+    return { finalized, worker: Context.get(context, JobWorker.JobWorker) }
+  })
+
 /** Starts the `push.deliver` worker in the current scope; each recorded batch of outcomes arrives on `finalized`. */
-export const startWorker = Effect.gen(function* () {
-  const finalized = yield* Queue.unbounded<Reported>()
-  const kinds = yield* PushDelivery.make
-  const context = yield* Layer.build(
-    JobWorker.layer({
-      kinds: [...kinds],
-      queues: { [PushFanOut.queue]: { concurrency: 8 } },
-      onFinalized: (batch) => Queue.offerAll(finalized, batch).pipe(Effect.asVoid),
-    }),
-  )
-  return { finalized, worker: Context.get(context, JobWorker.JobWorker) }
-})
+export const startWorker = startWorkerWith({})
 
 /** Waits for `n` recorded outcomes. */
 export const outcomes = (finalized: Queue.Dequeue<Reported>, n: number) =>
