@@ -193,7 +193,7 @@ export const measure = (
       /** The worker side's event loop (this process's main thread), append to every job final. */
       eventLoopDelayMs,
       spansMs: {
-        note: "wall time of the spans of every push.batch attempt (PushTrace); batchRun = one attempt of a batch job (its messages sent concurrently), sendsPerRun = the sends in it; build = PushRequest.build or PushEncryption.build of one message (encryption and headers; the VAPID token is taken just before it), send = OutboundSender.send of one message (request and answer); totalMsPerPush = their sum over all attempts / pushes received",
+        note: "wall time of the spans of every push.batch attempt (PushTrace); batchRun = one attempt of a batch job (its messages sent concurrently), sendsPerRun = the sends in it; build = PushEncryption.buildMany of one attempt's messages (encryption and headers, on the threads; the VAPID token is taken just before it), or PushRequest.build of one message on the event loop, send = OutboundSender.send of one message (request and answer); totalMsPerPush = their sum over all attempts / pushes received",
         batchRun: distribution(runs.map((r) => r.end - r.start)),
         sendsPerRun: distribution(runs.map((r) => r.sends.length)),
         build: perMessage((r) => r.builds),

@@ -6,10 +6,10 @@
  *   Consumer.round           start, end (its statement committed: the jobs are claimable) and the seqs it processed
  *   Job.run                  start (claimed and started) and end of every attempt, by job id, for
  *                            `push.batch` (one event to a batch of registrations)
- *   PushEncryption.build     inside its Job.run, one per message of the batch: encryption
- *                            (aes128gcm) and the headers, on an encryption thread (the wait for it
- *                            included); PushRequest.build when it runs on the event loop
- *                            (push.encryption_threads 0)
+ *   PushEncryption.buildMany inside its Job.run, one per attempt: every message of the batch
+ *                            encrypted (aes128gcm) with its headers, on the encryption threads (the
+ *                            wait for them included); PushRequest.build, one per message, when
+ *                            they run on the event loop (push.encryption_threads 0)
  *   OutboundSender.send      inside its Job.run, one per message: the request and its answer
  *
  * A batch's messages are built and sent concurrently and no span names their registration, so a
@@ -25,8 +25,8 @@ import type { RoundOutcome } from "../../src/consumer/ConsumerRound.ts"
 import { deliverKind } from "../../src/push/PushFanOut.ts"
 import { ancestor, type Round as DeliveryRound, type Interval } from "../harness/DeliveryTrace.ts"
 
-/** The spans that time a request's build: on an encryption thread, or on the event loop. */
-const builds: ReadonlySet<string> = new Set(["PushEncryption.build", "PushRequest.build"])
+/** The spans that time the build of requests: a batch's on the threads, or one on the event loop. */
+const builds: ReadonlySet<string> = new Set(["PushEncryption.buildMany", "PushEncryption.build", "PushRequest.build"])
 
 /** A round that processed events (the webhook trace's, without its webhook-only phases). */
 export type Round = Omit<DeliveryRound, "fanOutMs" | "jobsInsertMs">

@@ -115,16 +115,20 @@ const setUp = (backlog: number) =>
     yield* sql.unsafe("CREATE TABLE bench_saved_subscription_spaces AS TABLE webhook_subscription_spaces")
     const log = yield* Layer.build(Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(server.pool(1))))
     const [row] = yield* sql<{ before: bigint }>`SELECT value AS before FROM event_seq`
+    // Where the cursor stood, seq and time: a drain moves both, and each run starts from here again.
+    const [cursor] = yield* sql<{ at: string }>`
+      SELECT last_at::text AS at FROM event_consumer_cursors WHERE name = ${WebhookFanOut.name}`
     for (let i = 0; i < backlog; i += 1000) {
       const batch = Array.from({ length: Math.min(1000, backlog - i) }, (_, k) => eventAt(i + k))
       yield* Effect.flatMap(EventLog, (l) => l.append(batch)).pipe(Effect.provide(log))
     }
     yield* sql.unsafe("VACUUM ANALYZE event_log, webhook_subscriptions, webhook_subscription_spaces")
-    return { before: row!.before, log }
+    if (cursor === undefined) return yield* Effect.die(`no cursor ${WebhookFanOut.name}`)
+    return { before: row!.before, beforeAt: cursor.at, log }
   })
 
-/** The subscriptions as case `c` wants them (the filters dropped for `unfiltered`), the cursor before the backlog. */
-const install = (before: bigint, c: Case) =>
+/** The subscriptions as case `c` wants them (the filters dropped for `unfiltered`), the cursor (seq and time) before the backlog. */
+const install = (before: bigint, beforeAt: string, c: Case) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     yield* sql`TRUNCATE webhook_subscriptions CASCADE`
@@ -132,7 +136,8 @@ const install = (before: bigint, c: Case) =>
     yield* sql.unsafe("INSERT INTO webhook_subscriptions SELECT * FROM bench_saved_subscriptions")
     yield* sql.unsafe("INSERT INTO webhook_subscription_spaces SELECT * FROM bench_saved_subscription_spaces")
     if (c === "unfiltered") yield* sql`UPDATE webhook_subscriptions SET filter = NULL, filter_path = NULL`
-    yield* sql`UPDATE event_consumer_cursors SET last_seq = ${before} WHERE name = ${WebhookFanOut.name}`
+    yield* sql`UPDATE event_consumer_cursors SET last_seq = ${before}, last_at = ${beforeAt}::timestamptz
+      WHERE name = ${WebhookFanOut.name}`
     yield* sql.unsafe("VACUUM ANALYZE webhook_subscriptions, webhook_subscription_spaces, webhook_deliveries, jobs")
   })
 
@@ -150,7 +155,7 @@ const drainRounds = Effect.gen(function* () {
 const measure = Effect.gen(function* () {
   const config = yield* settings
   const sql = yield* SqlClient.SqlClient
-  const { before, log } = yield* setUp(config.backlog)
+  const { before, beforeAt, log } = yield* setUp(config.backlog)
   const runs: Record<Case, Array<{ eventsPerSecond: number; deliveries: number; seconds: number }>> = {
     unfiltered: [],
     filtered: [],
@@ -158,7 +163,7 @@ const measure = Effect.gen(function* () {
   for (let repeat = 0; repeat < config.throughput.repeats; repeat++) {
     for (let k = 0; k < cases.length; k++) {
       const c = cases[(k + repeat) % cases.length]!
-      yield* install(before, c)
+      yield* install(before, beforeAt, c)
       const timed = yield* Throughput.timed(drainRounds.pipe(Effect.provide(log)))
       const [counted] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM webhook_deliveries`
       const expected = expectedDeliveries(config.backlog, c)
