@@ -127,22 +127,7 @@ const drainOurs = (ours: OursServices, batchSize: number, receivers: number) => 
       onLoss: () => Effect.void,
       fanOut: (events) => Effect.succeed(events.flatMap((e) => jobPerReceiver(e.seq, receivers))),
     })
-    let events = 0
-    let jobs = 0
-    let rounds = 0
-    const phasesMs = Object.fromEntries(RoundTrace.phaseNames.map((p) => [p, 0])) as RoundTrace.Phases
-    for (;;) {
-      const outcome = yield* round
-      const returnedAt = performance.now()
-      if (outcome._tag === "CaughtUp") return { events, jobs, rounds, phasesMs }
-      if (outcome._tag !== "Processed") return yield* Effect.die(`unexpected round outcome ${outcome._tag}`)
-      const trace = recorder.lastEnded()
-      const split = trace === undefined ? undefined : RoundTrace.phases(trace, returnedAt)
-      for (const p of RoundTrace.phaseNames) phasesMs[p] += split?.[p] ?? Number.NaN
-      events += outcome.events
-      jobs += outcome.jobs
-      rounds++
-    }
+    return yield* RoundTrace.drain(round, recorder)
   }).pipe(Effect.provide(ours), Effect.withTracer(recorder.tracer))
 }
 

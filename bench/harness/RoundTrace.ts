@@ -16,7 +16,8 @@
  *
  * The cost is a clock read and a map lookup per span, against rounds of milliseconds.
  */
-import { Option, Tracer } from "effect"
+import { Effect, Option, Tracer } from "effect"
+import type { RoundOutcome } from "../../src/consumer/ConsumerRound.ts"
 
 type Mark = "tx" | "readFrom" | "jobsInsert" | "read" | "insert"
 
@@ -121,3 +122,27 @@ export const phases = (r: RoundTrace, returnedAt: number): Phases | undefined =>
     afterCommit: returnedAt - m.tx.end,
   }
 }
+
+/**
+ * Runs `round` back to back until it is caught up, adding each round's phases (NaN for a round that
+ * inserted no jobs: it has no jobs statement to split at). `recorder`'s tracer must be the rounds'.
+ */
+export const drain = <E, R>(round: Effect.Effect<RoundOutcome, E, R>, r: ReturnType<typeof recorder>) =>
+  Effect.gen(function* () {
+    let events = 0
+    let jobs = 0
+    let rounds = 0
+    const phasesMs = Object.fromEntries(phaseNames.map((p) => [p, 0])) as Phases
+    for (;;) {
+      const outcome = yield* round
+      const returnedAt = performance.now()
+      if (outcome._tag === "CaughtUp") return { events, jobs, rounds, phasesMs }
+      if (outcome._tag !== "Processed") return yield* Effect.die(`unexpected round outcome ${outcome._tag}`)
+      const trace = r.lastEnded()
+      const split = trace === undefined ? undefined : phases(trace, returnedAt)
+      for (const p of phaseNames) phasesMs[p] += split?.[p] ?? Number.NaN
+      events += outcome.events
+      jobs += outcome.jobs
+      rounds++
+    }
+  })

@@ -273,23 +273,7 @@ const drainRounds = (prepared: Prepared, c: Case, recorder: ReturnType<typeof Ro
     // The worker's options; without `oneStatement` they make the transactional round.
     const { oneStatement, ...transactional } = WebhookFanOut.roundOptions({ batchSize: prepared.config.batchSize })
     const round = yield* Consumer.makeRound(c === "statement" ? { ...transactional, oneStatement } : transactional)
-    let events = 0
-    let jobs = 0
-    let rounds = 0
-    const phasesMs = Object.fromEntries(RoundTrace.phaseNames.map((p) => [p, 0])) as RoundTrace.Phases
-    for (;;) {
-      const outcome = yield* round
-      const returnedAt = performance.now()
-      if (outcome._tag === "CaughtUp") return { events, jobs, rounds, phasesMs }
-      if (outcome._tag !== "Processed") return yield* Effect.die(`unexpected round outcome ${outcome._tag}`)
-      const trace = recorder.lastEnded()
-      const split = trace === undefined ? undefined : RoundTrace.phases(trace, returnedAt)
-      // A round that inserted no jobs has no jobs statement to split at: its phases are NaN.
-      for (const p of RoundTrace.phaseNames) phasesMs[p] += split?.[p] ?? Number.NaN
-      events += outcome.events
-      jobs += outcome.jobs
-      rounds++
-    }
+    return yield* RoundTrace.drain(round, recorder)
   }).pipe(Effect.provide(prepared.ours), Effect.withTracer(recorder.tracer))
 
 /** One run of case `c`: install, drain timed, verify. */
