@@ -194,6 +194,12 @@ const appendBacklog = (config: RoundsConfig) =>
     const ours = yield* Layer.build(Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(server.pool(1))))
     const [row] = yield* sql<{ before: bigint }>`SELECT value AS before FROM event_seq`
     const before = row!.before
+    // Where the cursor stood in time too: a drain moves both, and each run starts from here again
+    // (with only the seq put back, the next run reads nothing and takes the backlog for lost).
+    const [cursor] = yield* sql<{ at: string }>`
+      SELECT last_at::text AS at FROM event_consumer_cursors WHERE name = ${WebhookFanOut.name}`
+    if (cursor === undefined) return yield* Effect.die(`no cursor ${WebhookFanOut.name}`)
+    const beforeAt = cursor.at
     for (let i = 0; i < config.backlog; i += 1000) {
       const batch = Array.from({ length: Math.min(1000, config.backlog - i) }, (_, j) => eventAt(i + j, config.spaces))
       yield* EventLog.pipe(
@@ -203,7 +209,7 @@ const appendBacklog = (config: RoundsConfig) =>
     }
     const head = before + BigInt(config.backlog)
     yield* sql.unsafe("VACUUM ANALYZE event_log, webhook_subscriptions, webhook_subscription_spaces")
-    return { ours, before, head }
+    return { ours, before, beforeAt, head }
   })
 
 /** What the runs of every case share once set up: the backlog's bounds and the pool the rounds use. */
@@ -215,7 +221,7 @@ interface Prepared extends Effect.Success<ReturnType<typeof appendBacklog>> {
 
 /** The subscriptions as case `c` wants them, restored from the copy, and the cursor before the backlog. */
 const install =
-  ({ sql, before }: Prepared) =>
+  ({ sql, before, beforeAt }: Prepared) =>
   (c: Case) =>
     Effect.gen(function* () {
       yield* sql`TRUNCATE webhook_subscriptions CASCADE`
@@ -229,7 +235,8 @@ const install =
             : "INSERT INTO webhook_subscription_spaces SELECT 'unmatched-' || space_id, subscription_id FROM bench_saved_subscription_spaces",
         )
       }
-      yield* sql`UPDATE event_consumer_cursors SET last_seq = ${before} WHERE name = ${WebhookFanOut.name}`
+      yield* sql`UPDATE event_consumer_cursors SET last_seq = ${before}, last_at = ${beforeAt}::timestamptz
+        WHERE name = ${WebhookFanOut.name}`
       yield* sql.unsafe(
         "VACUUM ANALYZE webhook_subscriptions, webhook_subscription_spaces, webhook_drains, webhook_deliveries, jobs, event_consumer_cursors",
       )

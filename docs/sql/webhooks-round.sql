@@ -43,11 +43,13 @@ matched AS (
     SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
   ) AS ss
   CROSS JOIN LATERAL (
-    SELECT s.id AS sub FROM webhook_subscriptions AS s
-    WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
-      AND e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path)
+    SELECT s.id AS sub, s.started_seq, s.type_patterns, s.filter_path FROM webhook_subscriptions AS s
+    WHERE s.id = ss.subscription_id AND s.state = 'active'
       OFFSET 0
   ) AS s
+  CROSS JOIN LATERAL (
+    SELECT WHERE e.seq > s.started_seq AND e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path) OFFSET 0
+  ) AS takes
 ), counted AS (
   SELECT sub, min(seq) AS first FROM matched GROUP BY sub
 ),

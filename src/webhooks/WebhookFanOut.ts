@@ -54,9 +54,15 @@ export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>
 
 /**
  * `matched AS (...)`: the (event, active subscription) pairs of the events in `ev(seq, space, type,
- * epoch, occurred_at, payload)`. Each `OFFSET 0` LATERAL keeps matching a probe per event of the space index, then of the
- * subscriptions' primary key per candidate: without them the planner hashes a scan of every
- * subscription (once per batch, or worse once per event), whatever the batch's size.
+ * epoch, occurred_at, payload)`. Each `OFFSET 0` LATERAL keeps matching a probe per event of the
+ * space index, then of the subscriptions' primary key per candidate: without them the planner
+ * hashes a scan of every subscription (once per batch, or worse once per event), whatever the
+ * batch's size. The second probe depends on the subscription's key alone; what depends on the
+ * event (its seq, type and payload) is tested after it, against the probed row only (inside, on a
+ * small table the planner scans rather than probes, and it ran the payload's path against every
+ * row of the scan before the key's equality). That test is a LATERAL of its own so the planner
+ * counts at most one row per pair, not its guess of the filters' selectivity: estimated at a row
+ * or two, the rest of the round joins thousands of rows by nested loops.
  */
 const matchedCte = (sql: SqlClient.SqlClient) => sql`
   matched AS (
@@ -66,11 +72,13 @@ const matchedCte = (sql: SqlClient.SqlClient) => sql`
       SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
     ) AS ss
     CROSS JOIN LATERAL (
-      SELECT s.id AS sub FROM webhook_subscriptions AS s
-      WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
-        AND ${takesSql(sql, "s", "e.type", "e.payload")}
+      SELECT s.id AS sub, s.started_seq, s.type_patterns, s.filter_path FROM webhook_subscriptions AS s
+      WHERE s.id = ss.subscription_id AND s.state = 'active'
       OFFSET 0
     ) AS s
+    CROSS JOIN LATERAL (
+      SELECT WHERE e.seq > s.started_seq AND ${takesSql(sql, "s", "e.type", "e.payload")} OFFSET 0
+    ) AS takes
   )`
 
 /**
