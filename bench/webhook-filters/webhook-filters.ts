@@ -110,7 +110,13 @@ const setUp = (backlog: number) =>
           })
         }),
       { discard: true },
-    ).pipe(Effect.provide(WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.layerWith(webhookSettings)))))
+    ).pipe(
+      Effect.provide(
+        WebhookSubscriptions.layer.pipe(
+          Layer.provide(Layer.merge(WebhookConfig.layerWith(webhookSettings), EventLog.layer)),
+        ),
+      ),
+    )
     yield* sql.unsafe("CREATE TABLE bench_saved_subscriptions AS TABLE webhook_subscriptions")
     yield* sql.unsafe("CREATE TABLE bench_saved_subscription_spaces AS TABLE webhook_subscription_spaces")
     const log = yield* Layer.build(Layer.mergeAll(EventLog.layer, Jobs.layer).pipe(Layer.provideMerge(server.pool(1))))

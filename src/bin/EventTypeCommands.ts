@@ -9,6 +9,7 @@ import { Argument, Command, Flag } from "effect/cli"
 import { EventTypeJson } from "../admin/EventTypesApi.ts"
 import { EventTypeCatalog, type EventTypeEntry } from "../log/EventTypeCatalog.ts"
 import * as StatusReport from "../ops/StatusReport.ts"
+import * as OperationalEvents from "../webhooks/subscriptions/OperationalEvents.ts"
 import { json, print, withDatabase } from "./AdminCommandRuntime.ts"
 
 const name = Argument.String("name").pipe(Argument.withDescription("the event type (order.created)"))
@@ -34,7 +35,7 @@ const lines = (t: EventTypeEntry) =>
     .join("\n")
 
 const withCatalog = <A, E>(f: (catalog: EventTypeCatalog["Service"]) => Effect.Effect<A, E>) =>
-  withDatabase(Effect.flatMap(EventTypeCatalog.make, f))
+  withDatabase(Effect.flatMap(EventTypeCatalog.makeWith({ builtIn: OperationalEvents.catalogEntries }), f))
 
 const list = Command.make("list", { json }, ({ json }) =>
   withCatalog((catalog) =>
