@@ -90,7 +90,8 @@ const stopRows = (ids: ReadonlyArray<string>, cause: DisabledCause) =>
     return yield* sql<{ id: string; owner: string; ended: number; failingSince: Date | null }>`
       WITH off AS (
         UPDATE webhook_subscriptions
-        SET state = 'disabled', disabled_cause = ${cause}, disabled_at = clock_timestamp(), ${SubscriptionHealth.cleared}
+        SET state = 'disabled', disabled_cause = ${cause}, disabled_at = clock_timestamp(),
+            ${sql.literal(SubscriptionHealth.cleared)}
         WHERE id IN ${sql.in(ids)} AND state = 'active'
         RETURNING id, owner, failing_first_at
       ), ended AS (
