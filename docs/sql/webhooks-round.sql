@@ -45,7 +45,7 @@ matched AS (
   CROSS JOIN LATERAL (
     SELECT s.id AS sub FROM webhook_subscriptions AS s
     WHERE s.id = ss.subscription_id AND s.state = 'active' AND e.seq > s.started_seq
-      AND e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path)
+      AND e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path) AND (e.type NOT LIKE 'bothy.%' OR (e.payload ->> 'subscription') IS DISTINCT FROM s.id::text)
       OFFSET 0
   ) AS s
 ), counted AS (

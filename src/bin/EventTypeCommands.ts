@@ -7,7 +7,7 @@
 import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { EventTypeJson } from "../admin/EventTypesApi.ts"
-import { EventTypeCatalog, type EventTypeEntry } from "../log/EventTypeCatalog.ts"
+import { EventTypeCatalog, type EventTypeEntry, reservedPrefix } from "../log/EventTypeCatalog.ts"
 import * as StatusReport from "../ops/StatusReport.ts"
 import * as OperationalEvents from "../webhooks/subscriptions/OperationalEvents.ts"
 import { json, print, withDatabase } from "./AdminCommandRuntime.ts"
@@ -41,12 +41,16 @@ const list = Command.make("list", { json }, ({ json }) =>
   withCatalog((catalog) =>
     Effect.flatMap(catalog.list, (items) =>
       print(Schema.Struct({ items: Schema.Array(EventTypeJson) }), { items }, json, () =>
-        items.length === 0
-          ? "  none (the catalog is off: subscriptions may name any type)"
-          : StatusReport.grid(
-              ["name", "validated", "deprecated", "description"],
-              items.map((t) => [t.name, String(t.validated), String(t.deprecated), t.description]),
-            ),
+        [
+          StatusReport.grid(
+            ["name", "validated", "deprecated", "description"],
+            items.map((t) => [t.name, String(t.validated), String(t.deprecated), t.description]),
+          ),
+          // The built-in bothy.* types are always listed; only the catalog's own turn it on.
+          ...(items.every((t) => t.name.startsWith(reservedPrefix))
+            ? ["  (the catalog is off: subscriptions may name any type)"]
+            : []),
+        ].join("\n"),
       ),
     ),
   ),

@@ -237,9 +237,9 @@ const subscriptionCte = (
         failing_clock_at = CASE WHEN progress.recorded
                                 THEN ${failing.clockAt === null ? null : new Date(failing.clockAt)}::timestamptz
                                 ELSE s.failing_clock_at END,
-        ${SubscriptionHealth.countedSql(drain.sql, healthOf(drain), SubscriptionHealth.countOf(sent), drain.sql`progress.recorded`)},
+        ${SubscriptionHealth.countedSql(drain.sql, drain.sql`progress.recorded`)},
         ${WebhookNumbering.bump(drain.sql, token)}
-    FROM progress
+    FROM progress CROSS JOIN ${SubscriptionHealth.batchSql(drain.sql, healthOf(drain), SubscriptionHealth.countOf(sent))}
     WHERE s.id = ${subscriptionId}::uuid AND (progress.recorded OR progress.numbering)
     RETURNING s.last_sequence, ${WebhookNumbering.numbersHold(drain.sql, token)}
   )`

@@ -20,7 +20,10 @@ import { Effect } from "effect"
 import type { NewEvent } from "../../log/Event.ts"
 import { EventLog } from "../../log/EventLog.ts"
 import type { EventTypeEntry } from "../../log/EventTypeCatalog.ts"
-import type { DisabledCause } from "./SubscriptionStates.ts"
+import type * as WebhookMetrics from "../WebhookMetrics.ts"
+
+/** A disable's cause (`SubscriptionStates.DisabledCause`; named from its source to keep imports one way). */
+type DisabledCause = (typeof WebhookMetrics.disabledCauses)[number]
 
 /** The prefix of every operational event type (a subscription filters for them with `bothy.*`). */
 export const prefix = "bothy."

@@ -58,29 +58,30 @@ export const cleared =
   "degraded_at = NULL, health_since = NULL, health_sent = 0, health_failed = 0, health_prev_sent = 0, health_prev_failed = 0"
 
 /**
- * The SET list of a record statement that adds `counted` to the row `s` when `when` holds (the
- * record's `progress.recorded`): a bucket older than the window becomes the one before, one older
- * than two windows is forgotten.
+ * A record statement's batch as a FROM item `hb(at, span, sent, failed)`, so its values are
+ * parameters once however often `countedSql` reads them.
  */
-export const countedSql = (
-  sql: SqlClient.SqlClient,
-  settings: HealthSettings,
-  counted: Counted,
-  when: Statement.Fragment,
-) => {
-  const at = sql`${new Date(counted.at)}::timestamptz`
-  const window = sql`${Duration.toMillis(settings.window)} * interval '1 millisecond'`
-  const fresh = sql`(s.health_since IS NULL OR ${at} >= s.health_since + 2 * ${window})`
-  const rolled = sql`(${at} >= s.health_since + ${window})`
-  const count = (current: string, previous: string, n: number) => sql`
-        ${sql.literal(previous)} = CASE WHEN NOT ${when} THEN s.${sql.literal(previous)} WHEN ${fresh} THEN 0
-          WHEN ${rolled} THEN s.${sql.literal(current)} ELSE s.${sql.literal(previous)} END,
-        ${sql.literal(current)} = CASE WHEN NOT ${when} THEN s.${sql.literal(current)} WHEN ${fresh} OR ${rolled} THEN ${n}
-          ELSE s.${sql.literal(current)} + ${n} END`
-  return sql`${count("health_sent", "health_prev_sent", counted.attempts)},
-        ${count("health_failed", "health_prev_failed", counted.failures)},
-        health_since = CASE WHEN NOT ${when} THEN s.health_since WHEN ${fresh} THEN ${at}
-          WHEN ${rolled} THEN s.health_since + ${window} ELSE s.health_since END`
+export const batchSql = (sql: SqlClient.SqlClient, settings: HealthSettings, counted: Counted) => sql`
+  (SELECT ${new Date(counted.at)}::timestamptz AS at, ${Duration.toMillis(settings.window)} * interval '1 millisecond' AS span,
+          ${counted.attempts}::int AS sent, ${counted.failures}::int AS failed) AS hb`
+
+/**
+ * The SET list of a record statement that adds the batch `hb` (`batchSql`, in its FROM) to the
+ * row `s` when `when` holds (the record's `progress.recorded`): a bucket older than the window
+ * becomes the one before, one older than two windows is forgotten.
+ */
+export const countedSql = (sql: SqlClient.SqlClient, when: Statement.Fragment) => {
+  const fresh = sql`(s.health_since IS NULL OR hb.at >= s.health_since + 2 * hb.span)`
+  const rolled = sql`(hb.at >= s.health_since + hb.span)`
+  const count = (current: string, previous: string, batch: string) => sql`
+    ${sql.literal(previous)} = CASE WHEN NOT ${when} THEN s.${sql.literal(previous)} WHEN ${fresh} THEN 0
+      WHEN ${rolled} THEN s.${sql.literal(current)} ELSE s.${sql.literal(previous)} END,
+    ${sql.literal(current)} = CASE WHEN NOT ${when} THEN s.${sql.literal(current)} WHEN ${fresh} OR ${rolled} THEN hb.${sql.literal(batch)}
+      ELSE s.${sql.literal(current)} + hb.${sql.literal(batch)} END`
+  return sql`${count("health_sent", "health_prev_sent", "sent")},
+    ${count("health_failed", "health_prev_failed", "failed")},
+    health_since = CASE WHEN NOT ${when} THEN s.health_since WHEN ${fresh} THEN hb.at
+      WHEN ${rolled} THEN s.health_since + hb.span ELSE s.health_since END`
 }
 
 /**
