@@ -13,6 +13,7 @@ import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
 import * as OperationalEvents from "../../../src/webhooks/subscriptions/OperationalEvents.ts"
 import { disable } from "../../../src/webhooks/subscriptions/SubscriptionStates.ts"
 import { WebhookSubscriptions } from "../../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
+import * as WebhookStatus from "../../../src/webhooks/WebhookStatus.ts"
 import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../../support/TestWebhooks.ts"
 
@@ -323,6 +324,12 @@ layer(TestWebhooks.layer({ health }), { excludeTestServices: true })("operationa
         const degraded = yield* webhooks.get(flaky.id)
         assert.strictEqual(degraded.state, "active", "degraded is a flag: it still delivers")
         assert.strictEqual(degraded.degradedSince?.getTime(), degradedAt)
+        // What the status page and bothy status show: the group's count, the subscription listed as degraded.
+        const sql = yield* SqlClient.SqlClient
+        const active = (yield* WebhookStatus.groups(sql)).find((g) => g.state === "active")
+        assert.strictEqual(active?.degraded, 1)
+        const listed = (yield* WebhookStatus.subscriptionList(50)).find((l) => l.id === flaky.id)
+        assert.strictEqual(listed?.degradedSince?.getTime(), degradedAt)
         const [event] = yield* eventsAbout(flaky.id)
         assert.strictEqual(event!.type, OperationalEvents.subscriptionDegraded)
         assert.strictEqual(event!.space, owner)
