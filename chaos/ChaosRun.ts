@@ -111,7 +111,8 @@ const servicesLayer = (url: string, rawKey: string, vapid: PushVapid.VapidKeys) 
   Effect.gen(function* () {
     const secretKey = yield* SecretBox.parseKey(Redacted.make(rawKey))
     const db = PgClient.layer({ url: Redacted.make(url), maxConnections: 8, applicationName: "chaos-harness" })
-    return Layer.mergeAll(PermissionGrants.layer, EventLog.layer, WebhookSubscriptions.layer, PushAudience.layer).pipe(
+    return Layer.mergeAll(PermissionGrants.layer, WebhookSubscriptions.layer, PushAudience.layer).pipe(
+      Layer.provideMerge(EventLog.layer),
       Layer.provideMerge(WebhookConfig.layerWith({ secretKey, policy })),
       Layer.provideMerge(
         PushConfig.layerWith({

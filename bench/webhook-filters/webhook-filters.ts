@@ -110,7 +110,13 @@ const setUp = (backlog: number) =>
           })
         }),
       { discard: true },
-    ).pipe(Effect.provide(WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.layerWith(webhookSettings)))))
+    ).pipe(
+      Effect.provide(
+        WebhookSubscriptions.layer.pipe(
+          Layer.provide(Layer.merge(WebhookConfig.layerWith(webhookSettings), EventLog.layer)),
+        ),
+      ),
+    )
     yield* sql.unsafe("CREATE TABLE bench_saved_subscriptions AS TABLE webhook_subscriptions")
     yield* sql.unsafe("CREATE TABLE bench_saved_subscription_spaces AS TABLE webhook_subscription_spaces")
     // The unfiltered copy is written once, so both cases install a freshly inserted table: an

@@ -366,12 +366,13 @@ export const measure = (input: BacklogInput) =>
     }
     const services = yield* Layer.build(
       Layer.mergeAll(
-        tree.EventLog.EventLog.layer,
         tree.Jobs.Jobs.layer,
         tree.PermissionGrants.layer,
         tree.NotificationStream.NotificationStream.layer(),
         subscriptionsService(tree).layer,
       ).pipe(
+        // The log beneath the subscriptions: a disable appends its operational event with it.
+        Layer.provideMerge(tree.EventLog.EventLog.layer),
         Layer.provideMerge(tree.WebhookConfig.WebhookConfig.layerWith(webhookSettings)),
         Layer.provideMerge(Layer.succeedContext(db)),
       ),

@@ -169,7 +169,9 @@ const createSubscriptions = (
     const sql = yield* SqlClient.SqlClient
     // Subscriptions through the public service, as a host app creates them.
     const webhooks = yield* Layer.build(
-      WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.layerWith(config.webhookSettings))),
+      WebhookSubscriptions.layer.pipe(
+        Layer.provide(Layer.merge(WebhookConfig.layerWith(config.webhookSettings), EventLog.layer)),
+      ),
     )
     for (let k = 0; k < config.subscriptions; k++) {
       yield* PermissionGrants.grant(owner, webhookDeliver, spaceOf(k))

@@ -169,7 +169,7 @@ const createSubscriptions = (config: RoundsConfig) =>
       }).pipe(
         Effect.provide(
           WebhookSubscriptions.layer.pipe(
-            Layer.provide(WebhookConfig.layerWith(config.webhookSettings)),
+            Layer.provide(Layer.merge(WebhookConfig.layerWith(config.webhookSettings), EventLog.layer)),
             Layer.provide(server.pool(createConnections)),
           ),
         ),

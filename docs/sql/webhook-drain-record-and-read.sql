@@ -30,6 +30,7 @@ pending AS MATERIALIZED (
     s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
     s.previous_secret_until AS "previousSecretUntil",
     s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
+    s.degraded_at IS NOT NULL AS degraded,
     s.numbered_by AS "tokenSeen", s.rate_limit AS "rateLimit", s.headers,
     e.seq IS NOT NULL AS present, e.seq IS NULL AND (
       CASE WHEN d.event_at IS NULL THEN $10::timestamptz IS NOT NULL OR $11::timestamptz IS NOT NULL
@@ -80,11 +81,23 @@ subscription AS (
     failing_clock_at = CASE WHEN progress.recorded
     THEN $23::timestamptz
     ELSE s.failing_clock_at END,
+    health_prev_sent = CASE WHEN NOT progress.recorded THEN s.health_prev_sent WHEN (s.health_since IS NULL OR hb.at >= s.health_since + 2 * hb.span) THEN 0
+    WHEN (hb.at >= s.health_since + hb.span) THEN s.health_sent ELSE s.health_prev_sent END,
+    health_sent = CASE WHEN NOT progress.recorded THEN s.health_sent WHEN (s.health_since IS NULL OR hb.at >= s.health_since + 2 * hb.span) OR (hb.at >= s.health_since + hb.span) THEN hb.sent
+    ELSE s.health_sent + hb.sent END,
+    health_prev_failed = CASE WHEN NOT progress.recorded THEN s.health_prev_failed WHEN (s.health_since IS NULL OR hb.at >= s.health_since + 2 * hb.span) THEN 0
+    WHEN (hb.at >= s.health_since + hb.span) THEN s.health_failed ELSE s.health_prev_failed END,
+    health_failed = CASE WHEN NOT progress.recorded THEN s.health_failed WHEN (s.health_since IS NULL OR hb.at >= s.health_since + 2 * hb.span) OR (hb.at >= s.health_since + hb.span) THEN hb.failed
+    ELSE s.health_failed + hb.failed END,
+    health_since = CASE WHEN NOT progress.recorded THEN s.health_since WHEN (s.health_since IS NULL OR hb.at >= s.health_since + 2 * hb.span) THEN hb.at
+    WHEN (hb.at >= s.health_since + hb.span) THEN s.health_since + hb.span ELSE s.health_since END,
     last_sequence = s.last_sequence + CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN progress.fresh ELSE 0 END,
     numbered_by = CASE WHEN progress.numbering AND s.numbered_by IS NOT DISTINCT FROM progress.token_seen THEN $24::uuid ELSE s.numbered_by END
-  FROM progress
-  WHERE s.id = $25::uuid AND (progress.recorded OR progress.numbering)
-  RETURNING s.last_sequence, coalesce(s.numbered_by = $26::uuid, false) AS numbered
+  FROM progress CROSS JOIN
+    (SELECT $25::timestamptz AS at, $26 * interval '1 millisecond' AS span,
+      $27::int AS sent, $28::int AS failed) AS hb
+  WHERE s.id = $29::uuid AND (progress.recorded OR progress.numbering)
+  RETURNING s.last_sequence, coalesce(s.numbered_by = $30::uuid, false) AS numbered
 ), fresh AS (
   SELECT "deliveryId" AS delivery_id, row_number() OVER (ORDER BY "eventSeq") AS rank
   FROM checked WHERE go AND existing IS NULL
@@ -127,5 +140,9 @@ ORDER BY pending."eventSeq";
 -- $22 = null
 -- $23 = null
 -- $24 = "00000000-0000-4000-8000-000000000002"
--- $25 = "00000000-0000-4000-8000-000000000001"
--- $26 = "00000000-0000-4000-8000-000000000002"
+-- $25 = "2026-01-01T00:00:01.000Z"
+-- $26 = 900000
+-- $27 = 1
+-- $28 = 0
+-- $29 = "00000000-0000-4000-8000-000000000001"
+-- $30 = "00000000-0000-4000-8000-000000000002"

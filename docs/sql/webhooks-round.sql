@@ -37,18 +37,18 @@ WITH cursor AS MATERIALIZED (
   SELECT seq, space, type, epoch, trace_parent, actor, occurred_at, payload FROM read WHERE n <= $15 AND (SELECT ok FROM go)
 ),
 matched AS (
-  SELECT e.seq, e.epoch, e.occurred_at, s.sub
+  SELECT e.seq, e.epoch, e.occurred_at, s.id AS sub
   FROM ev AS e
   CROSS JOIN LATERAL (
     SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
   ) AS ss
   CROSS JOIN LATERAL (
-    SELECT s.id AS sub, s.started_seq, s.type_patterns, s.filter_path FROM webhook_subscriptions AS s
+    SELECT s.id, s.started_seq, s.type_patterns, s.filter_path FROM webhook_subscriptions AS s
     WHERE s.id = ss.subscription_id AND s.state = 'active'
       OFFSET 0
   ) AS s
   CROSS JOIN LATERAL (
-    SELECT WHERE e.seq > s.started_seq AND e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path) OFFSET 0
+    SELECT WHERE e.seq > s.started_seq AND e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path) AND (e.type NOT LIKE 'bothy.%' OR (e.payload ->> 'subscription') IS DISTINCT FROM s.id::text) OFFSET 0
   ) AS takes
 ), counted AS (
   SELECT sub, min(seq) AS first FROM matched GROUP BY sub

@@ -85,11 +85,19 @@ export class InternalError extends Schema.TaggedError<InternalError>()(
   }
 }
 
-/** Failures no client can act on (the database, the permission store) become defects. */
+/**
+ * Failures no client can act on (the database, the permission store, the log's missing partition
+ * that an operational event needs) become defects.
+ */
 export const unexpected = <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
   effect.pipe(
     Effect.catchTags({
       SqlError: (e: unknown) => Effect.die(e),
       PermissionsUnavailable: (e: unknown) => Effect.die(e),
+      EventLogPartitionMissing: (e: unknown) => Effect.die(e),
     } as never),
-  ) as Effect.Effect<A, Exclude<E, { readonly _tag: "SqlError" | "PermissionsUnavailable" }>, R>
+  ) as Effect.Effect<
+    A,
+    Exclude<E, { readonly _tag: "SqlError" | "PermissionsUnavailable" | "EventLogPartitionMissing" }>,
+    R
+  >

@@ -30,6 +30,8 @@ export const Subscription = Schema.Struct({
   scope: Schema.Array(Schema.String),
   state: Schema.Literals(["active", "disabled"]),
   disabledCause: Schema.NullOr(Schema.Literals(["gap", "gone", "failing", "manual"])),
+  /** Since when more of its attempts fail over the window than the threshold allows; null: healthy. It still delivers. */
+  degradedSince: Schema.NullOr(Time),
   startedSeq: Int8,
   lastDeliveredSeq: Int8,
   /** The last `sequence` a delivery took. */

@@ -17,6 +17,7 @@ import { SqlClient } from "effect/sql"
 import { EventTypeCatalog } from "../log/EventTypeCatalog.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as ListenAddress from "../platform/ListenAddress.ts"
+import * as OperationalEvents from "../webhooks/subscriptions/OperationalEvents.ts"
 import { AdminApi, requestErrorsLayer } from "./AdminApi.ts"
 import { AdminAuth, authorizationLayer } from "./AdminAuth.ts"
 import * as AdminHandlers from "./AdminHandlers.ts"
@@ -66,7 +67,7 @@ export class AdminTokenRequired extends Schema.TaggedError<AdminTokenRequired>()
  * request, so a type added is listed at once.
  */
 export const openApiDocument = Effect.gen(function* () {
-  const catalog = yield* EventTypeCatalog.make
+  const catalog = yield* EventTypeCatalog.makeWith({ builtIn: OperationalEvents.catalogEntries })
   return ReceiverWebhooks.addTypes(OpenApi.fromApi(AdminApi) as unknown as Record<string, unknown>, yield* catalog.list)
 })
 

@@ -41,7 +41,7 @@ export class EventTypesApi extends HttpApiGroup.make("eventTypes")
       success: EventTypeJson,
       error: [BadType, OperatorOnly],
     }),
-    HttpApiEndpoint.delete("remove", "/:name", { params: nameParam, error: [NoType, OperatorOnly] }),
+    HttpApiEndpoint.delete("remove", "/:name", { params: nameParam, error: [NoType, BadType, OperatorOnly] }),
   )
   .prefix("/v1/event-types")
   .annotateMerge(

@@ -5,6 +5,7 @@
 import { Effect } from "effect"
 import { HttpApiBuilder } from "effect/http-api"
 import { EventTypeCatalog } from "../log/EventTypeCatalog.ts"
+import * as OperationalEvents from "../webhooks/subscriptions/OperationalEvents.ts"
 import * as AdminAccess from "./AdminAccess.ts"
 import { AdminApi } from "./AdminApi.ts"
 import { CurrentCaller } from "./AdminAuth.ts"
@@ -16,7 +17,7 @@ const operator = Effect.flatMap(CurrentCaller, (caller) =>
 
 export const eventTypes = HttpApiBuilder.group(AdminApi, "eventTypes", (handlers) =>
   Effect.gen(function* () {
-    const catalog = yield* EventTypeCatalog.make
+    const catalog = yield* EventTypeCatalog.makeWith({ builtIn: OperationalEvents.catalogEntries })
     return handlers
       .handle("list", () => Effect.map(catalog.list, (items) => ({ items })).pipe(unexpected))
       .handle("get", ({ params }) => catalog.get(params.name).pipe(unexpected))

@@ -65,11 +65,12 @@ const pendingAge = (seconds: number | null) => (seconds === null ? "none pending
 
 const subscriptionGroups = (groups: Status.Status["subscriptions"]) =>
   table(
-    ["state", "cause", "subscriptions", "oldest pending delivery"],
+    ["state", "cause", "subscriptions", "degraded", "oldest pending delivery"],
     groups.map(
       (g) => html`<tr>
         <td class="${g.state === "active" ? "ok" : "bad"}">${g.state}</td><td>${g.cause ?? "-"}</td>
-        <td class="n">${g.count}</td><td class="n">${pendingAge(g.oldestPendingSeconds)}</td></tr>`,
+        <td class="n">${g.count}</td><td class="n ${g.degraded > 0 ? "bad" : ""}">${g.degraded}</td>
+        <td class="n">${pendingAge(g.oldestPendingSeconds)}</td></tr>`,
     ),
     "no webhook subscriptions",
   )
@@ -80,13 +81,21 @@ const outcome = (status: number | null, errorClass: string | null) => {
   return html`<span class="bad">${text === "" ? "failed" : text}</span>`
 }
 
+/** `active`, `active, degraded since ...`, or `disabled (cause)`. */
+const stateOf = (s: Status.SubscriptionStatus) =>
+  s.state === "active"
+    ? s.degradedSince === null
+      ? "active"
+      : `active, degraded since ${s.degradedSince.toISOString()}`
+    : `${s.state}${s.cause === null ? "" : ` (${s.cause})`}`
+
 const subscriptionRows = (list: ReadonlyArray<Status.SubscriptionStatus>) =>
   table(
     ["subscription", "owner", "url", "state", "oldest pending", "its attempts", "last outcome"],
     list.map(
       (s) => html`<tr data-subscription="${s.id}">
         <td>${s.id}</td><td>${s.owner}</td><td class="url">${s.url}</td>
-        <td class="${s.state === "active" ? "ok" : "bad"}">${s.state}${s.cause === null ? "" : ` (${s.cause})`}</td>
+        <td class="${s.state === "active" && s.degradedSince === null ? "ok" : "bad"}">${stateOf(s)}</td>
         <td class="n">${s.pending === null ? "none" : `${age(s.pending.ageSeconds)} (event ${s.pending.eventSeq})`}</td>
         <td class="n">${s.pending?.attempts ?? "-"}</td>
         <td>${s.pending === null || s.pending.attempts === 0 ? "-" : outcome(s.pending.lastStatus, s.pending.lastErrorClass)}</td></tr>`,

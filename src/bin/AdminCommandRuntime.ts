@@ -6,7 +6,9 @@
 import { join } from "node:path"
 import { Console, Effect, Layer, Schema } from "effect"
 import { Argument, Flag } from "effect/cli"
+import { EventLog } from "../log/EventLog.ts"
 import * as LogFormat from "../ops/LogFormat.ts"
+import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as Database from "../platform/Database.ts"
 import { WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as WebhookConfig from "../webhooks/WebhookConfig.ts"
@@ -22,11 +24,18 @@ export const loadWebhookSettings = Effect.gen(function* () {
   return yield* WebhookConfig.load(key)
 })
 
-/** The pool (its schema checked, never changed) and `WebhookSubscriptions` on it, for one command. */
+/**
+ * The pool (its schema checked, never changed) and `WebhookSubscriptions` on it, for one command;
+ * with the log in the configured sequencing mode, for the operational event a disable appends.
+ */
 const WebhooksLive = Layer.unwrap(
-  Effect.map(loadWebhookSettings, (settings) =>
-    WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.WebhookConfig.layerWith(settings))),
-  ),
+  Effect.gen(function* () {
+    const settings = yield* loadWebhookSettings
+    const sequencing = (yield* BothyConfig.load).log?.sequencing ?? "counter"
+    return WebhookSubscriptions.layer.pipe(
+      Layer.provide(Layer.merge(WebhookConfig.WebhookConfig.layerWith(settings), EventLog.layerFor(sequencing))),
+    )
+  }),
 ).pipe(Layer.provideMerge(Database.checkMigrated), Layer.provideMerge(Database.layer))
 
 /** Runs a command on the checked pool (or also `WebhookSubscriptions`), its logs on standard error. */

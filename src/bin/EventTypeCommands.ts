@@ -7,8 +7,9 @@
 import { Console, Effect, Option, Schema } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
 import { EventTypeJson } from "../admin/EventTypesApi.ts"
-import { EventTypeCatalog, type EventTypeEntry } from "../log/EventTypeCatalog.ts"
+import { EventTypeCatalog, type EventTypeEntry, reservedPrefix } from "../log/EventTypeCatalog.ts"
 import * as StatusReport from "../ops/StatusReport.ts"
+import * as OperationalEvents from "../webhooks/subscriptions/OperationalEvents.ts"
 import { json, print, withDatabase } from "./AdminCommandRuntime.ts"
 
 const name = Argument.String("name").pipe(Argument.withDescription("the event type (order.created)"))
@@ -34,18 +35,22 @@ const lines = (t: EventTypeEntry) =>
     .join("\n")
 
 const withCatalog = <A, E>(f: (catalog: EventTypeCatalog["Service"]) => Effect.Effect<A, E>) =>
-  withDatabase(Effect.flatMap(EventTypeCatalog.make, f))
+  withDatabase(Effect.flatMap(EventTypeCatalog.makeWith({ builtIn: OperationalEvents.catalogEntries }), f))
 
 const list = Command.make("list", { json }, ({ json }) =>
   withCatalog((catalog) =>
     Effect.flatMap(catalog.list, (items) =>
       print(Schema.Struct({ items: Schema.Array(EventTypeJson) }), { items }, json, () =>
-        items.length === 0
-          ? "  none (the catalog is off: subscriptions may name any type)"
-          : StatusReport.grid(
-              ["name", "validated", "deprecated", "description"],
-              items.map((t) => [t.name, String(t.validated), String(t.deprecated), t.description]),
-            ),
+        [
+          StatusReport.grid(
+            ["name", "validated", "deprecated", "description"],
+            items.map((t) => [t.name, String(t.validated), String(t.deprecated), t.description]),
+          ),
+          // The built-in bothy.* types are always listed; only the catalog's own turn it on.
+          ...(items.every((t) => t.name.startsWith(reservedPrefix))
+            ? ["  (the catalog is off: subscriptions may name any type)"]
+            : []),
+        ].join("\n"),
       ),
     ),
   ),

@@ -67,8 +67,7 @@ export const layer = (options: DemoOptions) =>
     Layer.provide(
       Layer.mergeAll(
         WebhookSubscriptions.layer.pipe(Layer.provide(WebhookConfig.layerWith(options.webhooks))),
-        EventLog.layerFor(options.sequencing),
         Option.match(options.push, { onNone: () => Layer.empty, onSome: (p) => PushConfig.layerWith(p.settings) }),
-      ),
+      ).pipe(Layer.provideMerge(EventLog.layerFor(options.sequencing))),
     ),
   )

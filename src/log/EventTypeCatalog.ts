@@ -9,6 +9,11 @@
  * append checked against the catalog before the change commits after it (`EventTypeValidation`).
  * The catalog is "on" once it holds a type: webhook subscriptions may then name only its types, or
  * patterns that match one (`knownNames`).
+ *
+ * Built-in types (bothy's own operational events, `bothy.*`) are given by whoever builds the
+ * catalog (`makeWith`): the log knows no consumer, so it does not know them itself. They are
+ * listed and read like the others, always, but never written to the table, so they do not turn
+ * the catalog on; no entry may be put under the reserved prefix `bothy.`, nor a built-in removed.
  */
 import { Context, Effect, Layer, Result, Schema } from "effect"
 import { SqlClient } from "effect/sql"
@@ -52,6 +57,9 @@ export class InvalidEventType extends Schema.TaggedError<InvalidEventType>()("In
     return `invalid event type${this.field === "" ? "" : ` at ${this.field}`}: ${this.detail}`
   }
 }
+
+/** The prefix of bothy's own event types: no catalog entry may be put under it. */
+export const reservedPrefix = "bothy."
 
 export class EventTypeNotFound extends Schema.TaggedError<EventTypeNotFound>()("EventTypeNotFound", {
   name: Schema.String,
@@ -119,14 +127,34 @@ export class EventTypeCatalog extends Context.Service<
     /** Every type, by name. */
     readonly list: Effect.Effect<ReadonlyArray<EventTypeEntry>, SqlError>
     /** Removes the type (events already in the log keep it; subscriptions naming it stay). */
-    readonly remove: (name: string) => Effect.Effect<void, EventTypeNotFound | SqlError>
+    /** A built-in type is refused (`InvalidEventType`). */
+    readonly remove: (name: string) => Effect.Effect<void, EventTypeNotFound | InvalidEventType | SqlError>
   }
 >()("bothy/EventTypeCatalog") {
-  /** The catalog on the pool in context (the admin API builds it so). */
-  static readonly make = Effect.gen(function* () {
+  /** The catalog on the pool in context, with no built-in types. */
+  static readonly make = Effect.suspend(() => EventTypeCatalog.makeWith({ builtIn: [] }))
+
+  /** The catalog on the pool in context, listing `builtIn` beside its own entries (the admin API builds it so). */
+  static readonly makeWith = (options: { readonly builtIn: ReadonlyArray<EventTypeEntry> }) =>
+    makeCatalog(options.builtIn)
+
+  static readonly layer = Layer.effect(EventTypeCatalog, EventTypeCatalog.make)
+}
+
+const reserved = (name: string) =>
+  name.startsWith(reservedPrefix)
+    ? Effect.fail(
+        new InvalidEventType({ field: "name", detail: `${reservedPrefix}* types are bothy's own and built in` }),
+      )
+    : Effect.void
+
+const makeCatalog = (builtIn: ReadonlyArray<EventTypeEntry>) =>
+  Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
+    const builtInNamed = (name: string) => builtIn.find((e) => e.name === name)
     const put = Effect.fn("EventTypeCatalog.put")(function* (input: NewEventType) {
       const entry = yield* checkEntry(input)
+      yield* reserved(entry.name)
       const json = (value: unknown) => (value === null ? null : JSON.stringify(value))
       yield* sql.withTransaction(
         Effect.andThen(
@@ -143,10 +171,13 @@ export class EventTypeCatalog extends Context.Service<
       return entry
     })
     const get = Effect.fn("EventTypeCatalog.get")(function* (name: string) {
+      const own = builtInNamed(name)
+      if (own !== undefined) return own
       const [row] = yield* selectEntries(sql, name)
       return row ?? (yield* new EventTypeNotFound({ name }))
     })
     const remove = Effect.fn("EventTypeCatalog.remove")(function* (name: string) {
+      if (builtInNamed(name) !== undefined) return yield* reserved(name)
       const removed = yield* sql.withTransaction(
         Effect.gen(function* () {
           const rows = yield* sql`DELETE FROM event_types WHERE name = ${name} RETURNING name`
@@ -156,13 +187,9 @@ export class EventTypeCatalog extends Context.Service<
       )
       if (!removed) return yield* new EventTypeNotFound({ name })
     })
-    return EventTypeCatalog.of({
-      put,
-      get,
-      list: selectEntries(sql, undefined).pipe(Effect.withSpan("EventTypeCatalog.list")),
-      remove,
-    })
+    const list = selectEntries(sql, undefined).pipe(
+      Effect.map((rows) => [...builtIn, ...rows].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))),
+      Effect.withSpan("EventTypeCatalog.list"),
+    )
+    return EventTypeCatalog.of({ put, get, list, remove })
   })
-
-  static readonly layer = Layer.effect(EventTypeCatalog, EventTypeCatalog.make)
-}

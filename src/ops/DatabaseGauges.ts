@@ -2,7 +2,7 @@
  * Gauges of what the database holds (`Status`), sampled every `interval` by each worker: every
  * consumer's lag and pending age (also those no process of this one runs, so that a consumer no
  * worker serves shows as falling behind instead of going absent), jobs by state and kind, the
- * oldest running attempt per kind, subscriptions by state and cause, the oldest pending delivery,
+ * oldest running attempt per kind, subscriptions by state and cause and those degraded, the oldest pending delivery,
  * push registrations and the partition runway.
  *
  * A group that leaves the result (the last running job of a kind finished) is set to 0 rather
@@ -69,6 +69,11 @@ const sampler = (knownKinds: ReadonlyArray<string>) => {
     for (const s of status.subscriptions) {
       yield* gauges.set(OpsMetrics.subscriptions, { state: s.state, cause: s.cause ?? "none" }, s.count)
     }
+    yield* gauges.set(
+      WebhookMetrics.degraded,
+      {},
+      status.subscriptions.reduce((n, s) => n + s.degraded, 0),
+    )
     yield* gauges.set(OpsMetrics.oldestPendingDelivery, {}, status.oldestPendingDelivery?.ageSeconds ?? 0)
     if (status.pushRegistrations !== null) yield* gauges.set(OpsMetrics.pushRegistrations, {}, status.pushRegistrations)
     yield* gauges.set(OpsMetrics.partitionRunway, {}, status.partitions.runwaySeconds)

@@ -51,8 +51,8 @@ export const table = (status: Status): string => {
         subscriptions.length === 0
           ? "  none"
           : grid(
-              ["state", "cause", "count"],
-              subscriptions.map((s) => [s.state, s.cause ?? "-", String(s.count)]),
+              ["state", "cause", "count", "degraded"],
+              subscriptions.map((s) => [s.state, s.cause ?? "-", String(s.count), String(s.degraded)]),
             ),
         oldest === null
           ? "  oldest pending delivery: none"

@@ -20,6 +20,7 @@ import {
   setting,
 } from "../platform/BothyConfig.ts"
 import * as WebhookSchedule from "./drain/WebhookSchedule.ts"
+import { type HealthSettings, healthDefaults } from "./subscriptions/SubscriptionHealth.ts"
 
 export interface WebhookSettings {
   readonly secretKey: SecretBox.SecretKey
@@ -39,6 +40,12 @@ export interface WebhookSettings {
    * receiver can join the trace. Default false: it tells the receiver the installation's trace ids.
    */
   readonly traceparent?: boolean
+  /**
+   * When a subscription is degraded: failure rate, window, minimum attempts
+   * (`webhook.degraded_failure_rate`, `webhook.degraded_window`, `webhook.degraded_min_attempts`).
+   * Default `SubscriptionHealth.healthDefaults`: above 50 % over 15 minutes, at least 10 attempts.
+   */
+  readonly health?: HealthSettings
 }
 
 /** The delivery settings' defaults, as the worker applies them when a host gives none. */
@@ -54,6 +61,20 @@ const permissionAge = parseDurationWithin({ min: Duration.millis(100), max: Dura
 
 // At least an hour, so a delivery is there to look at after it finished; at most ten years.
 const historyAge = parseDurationWithin({ min: Duration.hours(1), max: Duration.days(3650) })
+
+// At least a minute (fewer attempts than that say little), at most a day (the counts are two buckets of it).
+const healthWindow = parseDurationWithin({ min: Duration.minutes(1), max: Duration.days(1) })
+
+/** A failure rate strictly between 0 and 1, as a fraction (`0.5`) or a percentage (`50%`). */
+const failureRate = (raw: string): Result.Result<number, string> => {
+  const text = raw.trim()
+  const percent = text.endsWith("%")
+  const value = Number(percent ? text.slice(0, -1) : text)
+  const rate = percent ? value / 100 : value
+  return text !== "" && Number.isFinite(rate) && rate > 0 && rate < 1
+    ? Result.succeed(rate)
+    : Result.fail("must be a rate strictly between 0 and 1, such as 0.5 or 50%")
+}
 
 /** The disable window plus the longest retry step must be below the log's retention. */
 export const checkRetention = (eventRetention: Duration.Duration) =>
@@ -125,6 +146,15 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
       raw.trim() === "" ? Result.succeed(undefined) : historyAge(raw),
     )
     const traceparent = yield* setting("webhook.traceparent", "false", parseFlag)
+    const health = {
+      failureRate: yield* setting("webhook.degraded_failure_rate", String(healthDefaults.failureRate), failureRate),
+      window: yield* setting("webhook.degraded_window", "15m", healthWindow),
+      minAttempts: yield* setting(
+        "webhook.degraded_min_attempts",
+        String(healthDefaults.minAttempts),
+        parseCount(1, 1_000_000),
+      ),
+    } satisfies HealthSettings
     return {
       secretKey: key,
       policy,
@@ -133,6 +163,7 @@ export const load = (secretKey: Effect.Effect<SecretBox.SecretKey, InvalidConfig
       permissionMaxAge,
       ...(historyRetention === undefined ? {} : { historyRetention }),
       traceparent,
+      health,
     } satisfies WebhookSettings
   })
 

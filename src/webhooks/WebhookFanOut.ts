@@ -66,13 +66,13 @@ export const eventRows = (sql: SqlClient.SqlClient, events: ReadonlyArray<Event>
  */
 const matchedCte = (sql: SqlClient.SqlClient) => sql`
   matched AS (
-    SELECT e.seq, e.epoch, e.occurred_at, s.sub
+    SELECT e.seq, e.epoch, e.occurred_at, s.id AS sub
     FROM ev AS e
     CROSS JOIN LATERAL (
       SELECT ss.subscription_id FROM webhook_subscription_spaces AS ss WHERE ss.space_id = e.space OFFSET 0
     ) AS ss
     CROSS JOIN LATERAL (
-      SELECT s.id AS sub, s.started_seq, s.type_patterns, s.filter_path FROM webhook_subscriptions AS s
+      SELECT s.id, s.started_seq, s.type_patterns, s.filter_path FROM webhook_subscriptions AS s
       WHERE s.id = ss.subscription_id AND s.state = 'active'
       OFFSET 0
     ) AS s

@@ -33,6 +33,20 @@ export const disabled = Metric.counter("bothy.webhooks.subscriptions_disabled", 
   incremental: true,
 })
 
+/** By `change`: degraded, recovered (`SubscriptionHealth`). */
+export const healthChanges = Metric.counter("bothy.webhooks.subscription_health_changes", {
+  description: "webhook subscriptions that became degraded or recovered, by change",
+  incremental: true,
+})
+
+/** Active subscriptions flagged degraded, sampled from the database (`DatabaseGauges`). */
+export const degraded = Metric.gauge("bothy.webhooks.subscriptions_degraded", {
+  description: "active webhook subscriptions whose failure rate over the window is above the threshold",
+})
+
+/** The values of `healthChanges`' `change` label. */
+export const healthChangeKinds = ["degraded", "recovered"] as const
+
 /** Deliveries that went dead without a request because the owner's right or the scope was gone. */
 export const suppressed = Metric.counter("bothy.webhooks.suppressed", {
   description: "webhook deliveries suppressed at delivery time (permission or scope)",
@@ -52,6 +66,7 @@ export const disabledCauses = ["gap", "gone", "failing", "manual"] as const
 export const atZero = Effect.gen(function* () {
   for (const outcome of attemptOutcomes) yield* Metric.update(Metric.withAttributes(attempts, { outcome }), 0)
   for (const cause of disabledCauses) yield* Metric.update(Metric.withAttributes(disabled, { cause }), 0)
+  for (const change of healthChangeKinds) yield* Metric.update(Metric.withAttributes(healthChanges, { change }), 0)
   yield* Metric.update(suppressed, 0)
   yield* Metric.value(latency)
   yield* Metric.value(failingHeadAge)

@@ -11,6 +11,8 @@ export interface SubscriptionGroup {
   /** `null` for active subscriptions. */
   readonly cause: string | null
   readonly count: number
+  /** Of them, how many are degraded (`SubscriptionHealth`): still delivering, failing above the threshold. */
+  readonly degraded: number
   /** Seconds since the event of the group's oldest pending delivery was committed; `null`: none pending. */
   readonly oldestPendingSeconds: number | null
 }
@@ -35,7 +37,8 @@ const firstPending = (sql: SqlClient.SqlClient) => sql`
 
 /** Subscriptions by state and cause, with the age of each group's oldest pending delivery. */
 export const groups = (sql: SqlClient.SqlClient) => sql<SubscriptionGroup>`
-  SELECT s.state, s.disabled_cause AS cause, count(*)::int AS count, max(p.age) AS "oldestPendingSeconds"
+  SELECT s.state, s.disabled_cause AS cause, count(*)::int AS count,
+         (count(*) FILTER (WHERE s.degraded_at IS NOT NULL))::int AS degraded, max(p.age) AS "oldestPendingSeconds"
   FROM webhook_subscriptions AS s ${firstPending(sql)}
   GROUP BY s.state, s.disabled_cause ORDER BY s.state, s.disabled_cause NULLS FIRST`
 
@@ -54,6 +57,8 @@ export interface SubscriptionStatus {
   readonly url: string
   readonly state: string
   readonly cause: string | null
+  /** Since when it is degraded (`SubscriptionHealth`); null: healthy. */
+  readonly degradedSince: Date | null
   /** The oldest pending delivery: its event's seq, age in seconds, attempts so far and last outcome. */
   readonly pending: {
     readonly eventSeq: bigint
@@ -65,7 +70,7 @@ export interface SubscriptionStatus {
 }
 
 /**
- * Up to `limit` subscriptions, those that need a look first: disabled ones, then the oldest
+ * Up to `limit` subscriptions, those that need a look first: disabled ones, degraded ones, then the oldest
  * pending delivery first. Every subscription is weighed (one index probe each), `limit` returned.
  */
 export const subscriptionList = Effect.fn("Status.subscriptionList")(function* (limit: number) {
@@ -76,17 +81,18 @@ export const subscriptionList = Effect.fn("Status.subscriptionList")(function* (
     url: string
     state: string
     cause: string | null
+    degradedSince: Date | null
     eventSeq: bigint | null
     ageSeconds: number | null
     attempts: number | null
     lastStatus: number | null
     lastErrorClass: string | null
   }>`
-    SELECT s.id::text AS id, s.owner, s.url, s.state, s.disabled_cause AS cause,
+    SELECT s.id::text AS id, s.owner, s.url, s.state, s.disabled_cause AS cause, s.degraded_at AS "degradedSince",
            p.event_seq AS "eventSeq", p.age AS "ageSeconds", p.attempts, p.last_status AS "lastStatus",
            p.last_error_class AS "lastErrorClass"
     FROM webhook_subscriptions AS s ${firstPending(sql)}
-    ORDER BY s.state = 'disabled' DESC, p.age DESC NULLS LAST, s.created_at, s.id
+    ORDER BY s.state = 'disabled' DESC, s.degraded_at IS NOT NULL DESC, p.age DESC NULLS LAST, s.created_at, s.id
     LIMIT ${limit}`
   return rows.map(
     ({ eventSeq, ageSeconds, attempts, lastStatus, lastErrorClass, ...s }): SubscriptionStatus => ({

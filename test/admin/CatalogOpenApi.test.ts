@@ -95,7 +95,14 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the event-type catal
         const listed = yield* TestAdmin.call(base, "GET", "/v1/event-types", { token: "t" })
         assert.deepStrictEqual(
           listed.body.items.map((t: { name: string }) => t.name),
-          ["order.created", "user:signed-up"],
+          [
+            "bothy.subscription.degraded",
+            "bothy.subscription.disabled",
+            "bothy.subscription.recovered",
+            "order.created",
+            "user:signed-up",
+          ],
+          "bothy's own operational event types are built in",
         )
 
         const served = yield* TestAdmin.call(base, "GET", "/openapi.json")
@@ -104,7 +111,12 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the event-type catal
         const validator = new Validator()
         const result = yield* Effect.promise(() => validator.validate(doc))
         assert.isTrue(result.valid, JSON.stringify(result.errors, null, 2))
-        assert.includeMembers(Object.keys(doc.webhooks), ["event", "order.created", "user:signed-up"])
+        assert.includeMembers(Object.keys(doc.webhooks), [
+          "event",
+          "order.created",
+          "user:signed-up",
+          "bothy.subscription.disabled",
+        ])
         assert.isTrue(doc.webhooks["user:signed-up"].post.deprecated)
         const payload = doc.components.schemas["Payload_order.created"]
         assert.deepStrictEqual(payload.properties.amount, order.schema.properties.amount)

@@ -92,8 +92,8 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the status page", (i
         assert.match(webhooks, /^webhooks\s+\d+\s+\d+\s+2\s+\d+s\s/, webhooks)
 
         const groups = yield* text("#subscriptions table >> nth=0")
-        assert.match(groups, /active\s+-\s+2\s+\d+s/, groups)
-        assert.match(groups, /disabled\s+manual\s+1\s+none pending/, groups)
+        assert.match(groups, /active\s+-\s+2\s+0\s+\d+s/, groups)
+        assert.match(groups, /disabled\s+manual\s+1\s+0\s+none pending/, groups)
         const failingRow = yield* text(`#subscriptions tr[data-subscription="${failing.id}"]`)
         assert.include(failingRow, receiver.url("/failing"))
         assert.match(failingRow, /active\s+\d+s \(event \d+\)\s+[1-9]\d*\s+500/, failingRow)

@@ -47,7 +47,13 @@ describe("bothy subscriptions", () => {
         assert.match(bad.stderr, /invalid event type at example/)
         assert.deepStrictEqual(
           jsonOf(yield* bothy(["event-types", "list", "--json"])).items.map((t: { name: string }) => t.name),
-          ["order.created"],
+          [
+            "bothy.subscription.degraded",
+            "bothy.subscription.disabled",
+            "bothy.subscription.recovered",
+            "order.created",
+          ],
+          "bothy's own operational event types are built in",
         )
         assert.match((yield* bothy(["event-types", "show", "order.created"])).stdout, /flags +validated/)
 
@@ -77,7 +83,11 @@ describe("bothy subscriptions", () => {
         assert.strictEqual(cleared.filter, null)
 
         assert.strictEqual((yield* bothy(["event-types", "delete", "order.created"])).code, 0)
-        assert.deepStrictEqual(jsonOf(yield* bothy(["event-types", "list", "--json"])).items, [])
+        assert.deepStrictEqual(
+          jsonOf(yield* bothy(["event-types", "list", "--json"])).items.map((t: { name: string }) => t.name),
+          ["bothy.subscription.degraded", "bothy.subscription.disabled", "bothy.subscription.recovered"],
+          "only the built-in types are left",
+        )
       }),
     { timeout: 120_000 },
   )
@@ -231,9 +241,9 @@ describe("bothy subscriptions", () => {
         const latestId = Number(latest.slice(0, 4))
         yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
         yield* sql`
-          ALTER TABLE push_registrations DROP COLUMN kind, DROP COLUMN token, DROP COLUMN topic,
-            DROP COLUMN environment, ALTER COLUMN endpoint SET NOT NULL, ALTER COLUMN p256dh SET NOT NULL,
-            ALTER COLUMN auth SET NOT NULL`
+          ALTER TABLE webhook_subscriptions DROP COLUMN degraded_at, DROP COLUMN health_since,
+            DROP COLUMN health_sent, DROP COLUMN health_failed, DROP COLUMN health_prev_sent,
+            DROP COLUMN health_prev_failed`
         const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
           Effect.map((rows) => rows[0]!.n),
         )

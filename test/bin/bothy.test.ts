@@ -193,7 +193,8 @@ describe("bothy command", () => {
       const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
       const Db = PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })
       const secretKey = yield* SecretBox.parseKey(Redacted.make(rawKey))
-      const services = Layer.mergeAll(EventLog.layer, WebhookSubscriptions.layer).pipe(
+      const services = WebhookSubscriptions.layer.pipe(
+        Layer.provideMerge(EventLog.layer),
         Layer.provideMerge(
           WebhookConfig.layerWith({ secretKey, policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] } }),
         ),

@@ -5,6 +5,7 @@ import { Deferred, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { SealingKeyMismatch, verify } from "../../src/crypto/SealingKeyCheck.ts"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
+import { EventLog } from "../../src/log/EventLog.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
@@ -115,6 +116,7 @@ layer(TestDatabase.layer(), { excludeTestServices: true })("SealingKeyCheck", (i
                 policy: { allowHttpLoopback: false, allowCidrs: [], allowHosts: [] },
               }),
             ),
+            Layer.provide(EventLog.layer),
             Layer.provide(Layer.succeed(SqlClient.SqlClient, sql)),
           )
         yield* Effect.flatMap(WebhookSubscriptions, (w) =>

@@ -9,7 +9,10 @@ import { Context, Effect, Exit, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../../src/log/Event.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
+import * as EventTypeCatalogModule from "../../src/log/EventTypeCatalog.ts"
 import { EventTypeCatalog } from "../../src/log/EventTypeCatalog.ts"
+import { makeAjv } from "../../src/log/EventTypeValidation.ts"
+import * as OperationalEvents from "../../src/webhooks/subscriptions/OperationalEvents.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
@@ -148,6 +151,49 @@ layer(Live, { excludeTestServices: true })("EventTypeCatalog and subscriptions",
         const update = failure(yield* Effect.exit(subscriptions.update(id, { eventTypes: ["refund.issued"] })))
         assert.deepInclude(update, { _tag: "InvalidSubscription", field: "eventTypes[0]" })
         assert.deepStrictEqual((yield* subscriptions.get(id)).eventTypes, ["order.*"], "the update wrote nothing")
+      }),
+  )
+
+  it.effect(
+    "OperationalEventTypesBuiltIn: the bothy.* types are listed with schemas whose examples pass, never turn the catalog on, and cannot be put or removed",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`DELETE FROM event_types`
+        const catalog = yield* EventTypeCatalog.makeWith({ builtIn: OperationalEvents.catalogEntries })
+        const listed = yield* catalog.list
+        assert.deepStrictEqual(
+          listed.map((t) => t.name),
+          [...OperationalEvents.names].sort(),
+        )
+        const ajv = makeAjv()
+        for (const t of listed) {
+          assert.isNotNull(t.schema, t.name)
+          assert.isTrue(ajv.compile(t.schema as object)(t.example), `${t.name}: its example passes its schema`)
+        }
+        assert.strictEqual(
+          (yield* catalog.get(OperationalEvents.subscriptionDegraded)).name,
+          "bothy.subscription.degraded",
+        )
+        assert.deepStrictEqual(
+          yield* EventTypeCatalogModule.knownNames,
+          [],
+          "built-ins are no rows: the catalog is off",
+        )
+        const subscriptions = yield* WebhookSubscriptions
+        const create = (eventTypes: ReadonlyArray<string>) =>
+          Effect.exit(subscriptions.create({ owner: "ops", url: "https://8.8.8.8/h", eventTypes, scope: ["ops"] }))
+        assert.isTrue(Exit.isSuccess(yield* create(["anything.at.all"])), "still off")
+        yield* catalog.put({ name: "order.created" })
+        assert.isTrue(Exit.isSuccess(yield* create(["bothy.*"])), "with the catalog on, bothy.* is known")
+        assert.isTrue(Exit.isSuccess(yield* create(["bothy.subscription.disabled", "order.created"])))
+        for (const attempt of [
+          catalog.put({ name: "bothy.subscription.disabled" }),
+          catalog.put({ name: "bothy.mine" }),
+          catalog.remove("bothy.subscription.recovered"),
+        ]) {
+          assert.deepInclude(failure(yield* Effect.exit(attempt)), { _tag: "InvalidEventType", field: "name" })
+        }
       }),
   )
 })

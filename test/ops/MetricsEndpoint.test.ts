@@ -47,7 +47,7 @@ const dashboardMetrics = () => {
 }
 
 /** Label names a bothy metric may carry: each takes its values from a set fixed by the code. */
-const boundedLabels = new Set(["consumer", "outcome", "kind", "queue", "cause", "state", "provider", "le"])
+const boundedLabels = new Set(["consumer", "outcome", "kind", "queue", "cause", "state", "provider", "change", "le"])
 
 layer(Live, { excludeTestServices: true })("the metrics endpoint of a running worker", (it) => {
   it.effect(

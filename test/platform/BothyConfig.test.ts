@@ -3,7 +3,7 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync, wri
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { ConfigProvider, Duration, Effect, Layer } from "effect"
+import { ConfigProvider, Duration, Effect, Layer, Redacted } from "effect"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
 import { BothyConfig, type durationBounds, InvalidConfig, load, type Settings } from "../../src/platform/BothyConfig.ts"
 import * as Database from "../../src/platform/Database.ts"
@@ -206,6 +206,42 @@ describe("BothyConfig", () => {
       chmodSync(file, 0o400)
       yield* WebhookConfig.keyOrFile(file).pipe(withEnv({}))
     }).pipe(Effect.scoped),
+  )
+
+  it.effect(
+    "DegradedSettingsValidated: the failure rate, window and minimum of attempts are read as given and refused out of bounds, naming the key",
+    () =>
+      Effect.gen(function* () {
+        const key = yield* SecretBox.parseKey(Redacted.make(Buffer.alloc(32, 7).toString("base64")))
+        const webhooks = (env: Record<string, string>) => WebhookConfig.load(Effect.succeed(key)).pipe(withEnv(env))
+        const health = (h: WebhookConfig.WebhookSettings["health"]) =>
+          h === undefined ? undefined : { ...h, window: Duration.toMillis(h.window) }
+        assert.deepStrictEqual(health((yield* webhooks({})).health), {
+          failureRate: 0.5,
+          window: 15 * 60_000,
+          minAttempts: 10,
+        })
+        const given = yield* webhooks({
+          BOTHY_WEBHOOK_DEGRADED_FAILURE_RATE: "25%",
+          BOTHY_WEBHOOK_DEGRADED_WINDOW: "1h",
+          BOTHY_WEBHOOK_DEGRADED_MIN_ATTEMPTS: "3",
+        })
+        assert.deepStrictEqual(health(given.health), { failureRate: 0.25, window: 3_600_000, minAttempts: 3 })
+        for (const [name, value, configKey] of [
+          ["BOTHY_WEBHOOK_DEGRADED_FAILURE_RATE", "1", "webhook.degraded_failure_rate"],
+          ["BOTHY_WEBHOOK_DEGRADED_FAILURE_RATE", "0%", "webhook.degraded_failure_rate"],
+          ["BOTHY_WEBHOOK_DEGRADED_FAILURE_RATE", "half", "webhook.degraded_failure_rate"],
+          ["BOTHY_WEBHOOK_DEGRADED_WINDOW", "59s", "webhook.degraded_window"],
+          ["BOTHY_WEBHOOK_DEGRADED_WINDOW", "2d", "webhook.degraded_window"],
+          ["BOTHY_WEBHOOK_DEGRADED_MIN_ATTEMPTS", "0", "webhook.degraded_min_attempts"],
+        ] as const) {
+          const error = yield* webhooks({ [name]: value }).pipe(Effect.flip)
+          assert.instanceOf(error, InvalidConfig)
+          assert.deepStrictEqual(error.keys, [configKey], `${name}=${value}`)
+          assert.include(error.message, name)
+          assert.notInclude(error.message, "\n")
+        }
+      }),
   )
 
   it.effect("every duration setting has bounds: each edge is accepted, one step past it refused naming the key", () =>

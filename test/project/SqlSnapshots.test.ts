@@ -85,7 +85,7 @@ const statements = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const permissions = yield* Permissions
   const audience = yield* PushAudience.PushAudience
-  const drain = { sql, allowedColumn: Drain.allowedColumn(sql, permissions) }
+  const drain = { sql, allowedColumn: Drain.allowedColumn(sql, permissions), config: {} }
   const sent: PendingDeliveries.Sent = {
     delivery: { deliveryId: 41n, attempts: 0 } as PendingDelivery,
     started: Date.UTC(2026, 0, 1),

@@ -103,6 +103,12 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
     "send the W3C `traceparent` header (the attempt's span, in the event's trace) so a receiver can join the trace; it tells receivers your trace ids",
   ],
   [
+    "webhook.degraded_failure_rate",
+    "a subscription whose failed attempts over the window are above this share is degraded (still delivering), and recovers below it: a rate strictly between 0 and 1, `0.5` or `50%`",
+  ],
+  ["webhook.degraded_window", "the window the failure rate is taken over (1m to 1d)"],
+  ["webhook.degraded_min_attempts", "fewer attempts in the window never degrade a subscription (1 to 1000000)"],
+  [
     "push.vapid_public_key",
     "VAPID public key (base64url, 65 bytes: `bothy push keys`); with the private key and subject, push is on; none of the three: push is off; some: the start is refused",
   ],
@@ -213,6 +219,9 @@ const probes: Record<string, Probe> = {
   "webhook.history_retention": read(someKey),
   "webhook.permission_max_age": read(someKey),
   "webhook.traceparent": read(someKey),
+  "webhook.degraded_failure_rate": read(someKey),
+  "webhook.degraded_window": read(someKey),
+  "webhook.degraded_min_attempts": read(someKey),
   "push.vapid_public_key": push,
   "push.vapid_private_key": push,
   "push.subject": push,

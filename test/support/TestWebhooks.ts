@@ -17,6 +17,7 @@ import { EventLog, timeOf } from "../../src/log/EventLog.ts"
 import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import type { Filter } from "../../src/webhooks/subscriptions/PayloadFilter.ts"
+import type { HealthSettings } from "../../src/webhooks/subscriptions/SubscriptionHealth.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
@@ -33,6 +34,8 @@ interface LayerOptions {
   readonly secretKey?: SecretBox.SecretKey | string
   /** `webhook.traceparent`: send the W3C header. */
   readonly traceparent?: boolean
+  /** When a subscription is degraded (`webhook.degraded_*`); default the product's. */
+  readonly health?: HealthSettings
   readonly pool?: Partial<PgClient.PgPoolConfig>
 }
 
@@ -53,6 +56,7 @@ const services = (database: ReturnType<typeof TestDatabase.layer>, options: Laye
         policy: { allowHttpLoopback: true, allowCidrs: [], allowHosts: [] },
         ...(options.retrySteps === undefined ? {} : { retrySteps: options.retrySteps }),
         ...(options.traceparent === undefined ? {} : { traceparent: options.traceparent }),
+        ...(options.health === undefined ? {} : { health: options.health }),
       }),
     ),
     Layer.provideMerge(database),
@@ -162,13 +166,14 @@ export const append = (space: string, payload: Schema.Json = {}, type = "item.cr
   )
 
 /**
- * The drain job a round created for `subscriptionId`, as the job runtime hands it to the kind, for
+ * The drain job the latest round created for `subscriptionId`, as the job runtime hands it to the kind, for
  * tests that run the kind by hand (the same job id each time, so a run keeps the slot).
  */
 export const drainJob = (subscriptionId: string) =>
   Effect.flatMap(
     SqlClient.SqlClient,
-    (sql) => sql<{ id: bigint }>`SELECT id FROM jobs WHERE args->>'subscription' = ${subscriptionId}`,
+    (sql) => sql<{ id: bigint }>`
+      SELECT id FROM jobs WHERE args->>'subscription' = ${subscriptionId} ORDER BY id DESC LIMIT 1`,
   ).pipe(
     Effect.map(
       ([job]): JobInfo => ({

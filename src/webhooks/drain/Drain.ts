@@ -1,12 +1,13 @@
 /**
  * What every part of a drainer shares, built once per drain job kind (`WebhookDrainer.makeWith`):
- * the options resolved to numbers, the database, `Permissions`, the webhook settings and the
+ * the options resolved to numbers, the database and the log, `Permissions`, the webhook settings and the
  * operator's throttled warnings. The drainer's functions take it as their first argument instead
  * of closing over all of it.
  */
 import { Duration, Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import { Permissions, type PermissionsShape, webhookDeliver } from "../../authz/Permissions.ts"
+import { EventLog } from "../../log/EventLog.ts"
 import * as ThrottledWarnings from "../../platform/ThrottledWarnings.ts"
 import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../WebhookConfig.ts"
 
@@ -53,6 +54,8 @@ export interface DrainOptions {
 
 export interface Drain {
   readonly sql: SqlClient.SqlClient
+  /** The log operational events are appended to (`OperationalEvents`), in the drainer's transactions. */
+  readonly log: EventLog["Service"]
   readonly permissions: PermissionsShape
   /**
    * The owner's right on a pending delivery's space as a column of the statement that reads it,
@@ -92,6 +95,7 @@ export const make = (options: DrainOptions) =>
     const permissions = yield* Permissions
     return {
       sql,
+      log: yield* EventLog,
       permissions,
       allowedColumn: allowedColumn(sql, permissions),
       config,
@@ -110,9 +114,9 @@ export const make = (options: DrainOptions) =>
     } satisfies Drain
   })
 
-/** Runs `effect` with the drainer's own database client (the modules that take it from the context). */
+/** Runs `effect` with the drainer's own database client and log (the modules that take them from the context). */
 export const withSql = <A, E, R>(drain: Drain, effect: Effect.Effect<A, E, R>) =>
-  Effect.provideService(effect, SqlClient.SqlClient, drain.sql)
+  effect.pipe(Effect.provideService(SqlClient.SqlClient, drain.sql), Effect.provideService(EventLog, drain.log))
 
 /**
  * How many pending deliveries the next read asks for, after one that asked `asked` and got `got`,

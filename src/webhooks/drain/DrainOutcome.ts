@@ -13,6 +13,7 @@ import type { Run } from "./DrainRunState.ts"
 import {
   attemptsBy,
   endLeftovers,
+  judgeHealth,
   type PendingDelivery,
   recordAttempts,
   type Sent,
@@ -71,6 +72,8 @@ const warnAbout = (drain: Drain, subscriptionId: string, { delivery, result }: S
       : Effect.void
 }
 
+const lastAnswer = ({ result }: Sent) => ({ status: result.status ?? null, errorClass: result.errorClass ?? null })
+
 /** What follows a failed request: `settled`, the run goes on; `snooze`, retry after `delay` keeping the slot. */
 export type Failed = { readonly _tag: "settled" } | { readonly _tag: "snooze"; readonly delay: Duration.Duration }
 
@@ -95,7 +98,7 @@ export const failed = (
     if (result.status === 410) {
       const states = yield* recordAttempts(drain, subscriptionId, batch, clockBefore)
       if (states.at(-1) === "pending") {
-        yield* withSql(drain, disable([subscriptionId], "gone"))
+        yield* withSql(drain, disable([subscriptionId], "gone", lastAnswer(sent)))
         yield* attemptsBy("gone")
       }
       return settled
@@ -105,9 +108,10 @@ export const failed = (
     if (states.at(-1) !== "pending") return settled
     yield* attemptsBy("failed")
     if (clock.disable) {
-      yield* withSql(drain, disable([subscriptionId], "failing"))
+      yield* withSql(drain, disable([subscriptionId], "failing", lastAnswer(sent)))
       return settled
     }
+    yield* judgeHealth(drain, subscriptionId, batch)
     const delay = WebhookSchedule.nextDelay(
       {
         attempt: d.attempts + 1,

@@ -19,6 +19,7 @@ import * as RunState from "./DrainRunState.ts"
 import {
   anyTime,
   type EventWindow,
+  judgeHealth,
   type PendingDelivery,
   recordAndReadStatement,
   recordAttempts,
@@ -111,7 +112,10 @@ const recordAndReadNext = (drain: Drain, run: Run, sent: ReadonlyArray<Sent>, af
     const all = yield* recordAndReadStatement(drain, read, sent, inStatement ? token : null).pipe(
       Effect.withSpan("WebhookDrainer.recordAndReadNext", { attributes: { "webhook.deliveries": sent.length } }),
     )
-    if (sent.length > 0) yield* drain.onRecorded(run.subscriptionId)
+    if (sent.length > 0) {
+      yield* judgeHealth(drain, run.subscriptionId, sent)
+      yield* drain.onRecorded(run.subscriptionId)
+    }
     const cut = all.findIndex((d) => d.unsure)
     const rows = cut < 0 ? all : all.slice(0, cut)
     RunState.readBack(run, {
@@ -158,7 +162,11 @@ export const readNext = (drain: Drain, run: Run, news: News, after: After, waite
 /** Puts the 2xx answers so far on record, if any. */
 export const recordAnswered = (drain: Drain, run: Run) =>
   withUnrecorded(run, (sent) =>
-    sent.length === 0 ? Effect.void : Effect.asVoid(recordAttempts(drain, run.subscriptionId, sent, noFailures)),
+    sent.length === 0
+      ? Effect.void
+      : recordAttempts(drain, run.subscriptionId, sent, noFailures).pipe(
+          Effect.andThen(judgeHealth(drain, run.subscriptionId, sent)),
+        ),
   )
 
 /**

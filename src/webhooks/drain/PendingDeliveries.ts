@@ -17,8 +17,9 @@ import * as Jobs from "../../jobs/Jobs.ts"
 import { eventAt } from "../../log/EventLog.ts"
 import type * as OutboundSender from "../../outbound/OutboundSender.ts"
 import { column } from "../../platform/SqlArrays.ts"
+import * as SubscriptionHealth from "../subscriptions/SubscriptionHealth.ts"
 import * as WebhookMetrics from "../WebhookMetrics.ts"
-import type { Drain } from "./Drain.ts"
+import { type Drain, withSql } from "./Drain.ts"
 import * as WebhookNumbering from "./WebhookNumbering.ts"
 import { type FailingClock, noFailures } from "./WebhookSchedule.ts"
 
@@ -46,6 +47,8 @@ export interface PendingDelivery {
   readonly previousSecretUntil: Date | null
   readonly failingFirstAt: Date | null
   readonly failingClockAt: Date | null
+  /** Whether the subscription was degraded (`SubscriptionHealth`) as of this read. */
+  readonly degraded: boolean
   /** Requests per second the subscription's endpoint may get (`SubscriptionOptions`), as of this read; null: no limit. */
   readonly rateLimit: number | null
   /** Extra request headers as stored, as of this read (`SubscriptionOptions.usable` makes them safe to send). */
@@ -133,6 +136,7 @@ const pendingCtes = (
            s.secret_sealed AS "secretSealed", s.previous_secret_sealed AS "previousSecretSealed",
            s.previous_secret_until AS "previousSecretUntil",
            s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
+           s.degraded_at IS NOT NULL AS degraded,
            s.numbered_by AS "tokenSeen", s.rate_limit AS "rateLimit", s.headers,
            e.seq IS NOT NULL AS present, e.seq IS NULL AND ${outside(drain.sql, read.window)} AS unsure, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.trace_parent AS "traceParent", e.payload,
            EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
@@ -205,17 +209,24 @@ const progressOf = (sql: SqlClient.SqlClient, sent: ReadonlyArray<Sent>) =>
     : sql`EXISTS (SELECT 1 FROM delivered WHERE state IN ('delivered', 'pending')) AS recorded,
           (SELECT max(event_seq) FROM delivered WHERE state = 'delivered') AS delivered_to`
 
+/** What the record statements need of the drainer's settings: how health is counted. */
+type HealthConfig = { readonly config: Pick<Drain["config"], "health"> }
+
+/** The health settings the drainer counts with. */
+const healthOf = (drain: HealthConfig) => drain.config.health ?? SubscriptionHealth.healthDefaults
+
 /**
  * `subscription AS (...)`: the statement's one UPDATE of the subscription row, after `progress`:
- * its progress and failing clock when `progress.recorded`, its numbering (`WebhookNumbering.bump`)
- * when `progress.numbering`.
+ * its progress, failing clock and health counts (`SubscriptionHealth.countedSql`) when
+ * `progress.recorded`, its numbering (`WebhookNumbering.bump`) when `progress.numbering`.
  */
 const subscriptionCte = (
-  sql: SqlClient.SqlClient,
+  drain: Pick<Drain, "sql"> & HealthConfig,
   subscriptionId: string,
   failing: FailingClock,
   token: string | null,
-) => sql`
+  sent: ReadonlyArray<Sent>,
+) => drain.sql`
   subscription AS (
     UPDATE webhook_subscriptions AS s
     SET last_delivered_seq = CASE WHEN progress.recorded THEN greatest(s.last_delivered_seq, progress.delivered_to)
@@ -226,10 +237,11 @@ const subscriptionCte = (
         failing_clock_at = CASE WHEN progress.recorded
                                 THEN ${failing.clockAt === null ? null : new Date(failing.clockAt)}::timestamptz
                                 ELSE s.failing_clock_at END,
-        ${WebhookNumbering.bump(sql, token)}
-    FROM progress
+        ${SubscriptionHealth.countedSql(drain.sql, drain.sql`progress.recorded`)},
+        ${WebhookNumbering.bump(drain.sql, token)}
+    FROM progress CROSS JOIN ${SubscriptionHealth.batchSql(drain.sql, healthOf(drain), SubscriptionHealth.countOf(sent))}
     WHERE s.id = ${subscriptionId}::uuid AND (progress.recorded OR progress.numbering)
-    RETURNING s.last_sequence, ${WebhookNumbering.numbersHold(sql, token)}
+    RETURNING s.last_sequence, ${WebhookNumbering.numbersHold(drain.sql, token)}
   )`
 
 /** Puts the attempts of `sent` on record with the subscription's failing clock; their states come back in order. */
@@ -242,7 +254,7 @@ export const recordAttempts = (
   drain.sql<{ state: DeliveryState }>`
     WITH ${attemptsCtes(drain.sql, sent)}, progress AS (
       SELECT ${progressOf(drain.sql, sent)}, false AS numbering, 0 AS fresh, NULL::uuid AS token_seen
-    ), ${subscriptionCte(drain.sql, subscriptionId, failing, null)}
+    ), ${subscriptionCte(drain, subscriptionId, failing, null, sent)}
     SELECT delivered.state FROM answers JOIN delivered ON delivered.id = answers.delivery_id ORDER BY answers.n`.pipe(
     Effect.map((rows) => sent.map((_, i) => rows[i]?.state ?? "dead")),
     Effect.tap(() => drain.onRecorded(subscriptionId)),
@@ -256,7 +268,7 @@ export const recordAttempts = (
  * what `numbered_by` becomes if its numbers hold.
  */
 export const recordAndReadStatement = (
-  drain: Pick<Drain, "sql" | "allowedColumn">,
+  drain: Pick<Drain, "sql" | "allowedColumn"> & HealthConfig,
   read: Parameters<typeof pendingCtes>[1],
   sent: ReadonlyArray<Sent>,
   token: string | null,
@@ -269,7 +281,7 @@ export const recordAndReadStatement = (
              (count(*) FILTER (WHERE go AND existing IS NULL))::int AS fresh,
              (SELECT "tokenSeen" FROM pending LIMIT 1) AS token_seen
       FROM checked
-    ), ${subscriptionCte(sql, read.subscriptionId, noFailures, token)}, fresh AS (
+    ), ${subscriptionCte(drain, read.subscriptionId, noFailures, token, sent)}, fresh AS (
       SELECT "deliveryId" AS delivery_id, row_number() OVER (ORDER BY "eventSeq") AS rank
       FROM checked WHERE go AND existing IS NULL
     ), ${WebhookNumbering.numbered(sql)}
@@ -281,6 +293,20 @@ export const recordAndReadStatement = (
            coalesce((SELECT subscription.numbered FROM subscription), false) AS numbered
     FROM pending JOIN checked USING ("deliveryId") LEFT JOIN numbered ON numbered.id = pending."deliveryId"
     ORDER BY pending."eventSeq"`
+}
+
+/**
+ * Judges the subscription's health after `sent` went on record (`SubscriptionHealth.judge`), where
+ * a change can happen: after a failure, or after answers of a subscription that was degraded.
+ */
+export const judgeHealth = (drain: Drain, subscriptionId: string, sent: ReadonlyArray<Sent>) => {
+  const last = sent.at(-1)
+  return last !== undefined && (!last.ok || sent.some((s) => s.delivery.degraded))
+    ? withSql(
+        drain,
+        SubscriptionHealth.judge(healthOf(drain), subscriptionId, last.answered, last.result.status ?? null),
+      ).pipe(Effect.asVoid)
+    : Effect.void
 }
 
 /** Ends pending deliveries that must not go out: the subscription is disabled, or they predate its re-enabling. */

@@ -12,6 +12,7 @@
 import { Effect, Schema } from "effect"
 import { eventTypePattern, maxTextLength } from "../../log/Event.ts"
 import * as EventTypeCatalog from "../../log/EventTypeCatalog.ts"
+import * as OperationalEvents from "./OperationalEvents.ts"
 
 const wildcard = /^([A-Za-z0-9][A-Za-z0-9_.:-]*\.)\*$/
 
@@ -56,8 +57,10 @@ export const likePatterns = (names: ReadonlyArray<string>): Array<string> =>
 export const unknownName = (names: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     if (names.length === 0) return undefined
-    const known = yield* EventTypeCatalog.knownNames
-    if (known.length === 0) return undefined
+    const own = yield* EventTypeCatalog.knownNames
+    if (own.length === 0) return undefined
+    // bothy's own types are always known once the catalog is on (`OperationalEvents`).
+    const known = [...own, ...OperationalEvents.names]
     const i = names.findIndex((name) => !known.some((type) => matches(name, type)))
     if (i < 0) return undefined
     return {

@@ -60,6 +60,11 @@ export interface Subscription {
   readonly scope: ReadonlyArray<string>
   readonly state: "active" | "disabled"
   readonly disabledCause: DisabledCause | null
+  /**
+   * Since when it is degraded (`SubscriptionHealth`): more of its attempts failed over the window
+   * than the threshold allows. It still delivers. Null: healthy (and always while disabled).
+   */
+  readonly degradedSince: Date | null
   readonly startedSeq: bigint
   readonly lastDeliveredSeq: bigint
   /** The last `sequence` a delivery of the subscription took (numbers are taken when first sent). */

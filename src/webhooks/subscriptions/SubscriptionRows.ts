@@ -79,7 +79,7 @@ export const selectSubscriptions = (sql: SqlClient.SqlClient, where: Statement.F
   Effect.map(
     sql<Omit<Subscription, "scope"> & { scope: ReadonlyArray<string> | null }>`
       SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.filter, s.state, s.disabled_cause AS "disabledCause",
-             s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
+             s.degraded_at AS "degradedSince", s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
              s.last_sequence AS "lastSequence", s.rate_limit AS "rateLimit", s.headers,
              (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
                AS scope
@@ -92,8 +92,13 @@ export const selectSubscription = (sql: SqlClient.SqlClient, id: string) =>
 
 /**
  * Whether the subscription `s` (an alias of `webhook_subscriptions`) takes the event of type
- * `type` with payload `payload` (SQL expressions): its type patterns and its filter. The round and
- * a re-enabling match with this one fragment.
+ * `type` with payload `payload` (SQL expressions): its type patterns and its filter, and never an
+ * operational event about itself (`OperationalEvents`: a `bothy.` type whose `subscription` is its
+ * id), so a subscription that hears of its own trouble cannot feed it. The round and a re-enabling
+ * match with this one fragment.
  */
 export const takesSql = (sql: SqlClient.SqlClient, s: string, type: string, payload: string) =>
-  sql.literal(`${type} LIKE ANY (${s}.type_patterns) AND (${s}.filter_path IS NULL OR ${payload} @@ ${s}.filter_path)`)
+  sql.literal(
+    `${type} LIKE ANY (${s}.type_patterns) AND (${s}.filter_path IS NULL OR ${payload} @@ ${s}.filter_path)` +
+      ` AND (${type} NOT LIKE 'bothy.%' OR (${payload} ->> 'subscription') IS DISTINCT FROM ${s}.id::text)`,
+  )

@@ -26,6 +26,7 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as SealingKeyCheck from "../../crypto/SealingKeyCheck.ts"
 import * as SecretBox from "../../crypto/SecretBox.ts"
+import { EventLog, type EventLogPartitionMissing } from "../../log/EventLog.ts"
 import { type UnsafeWebhookTarget, validateUrl } from "../../outbound/OutboundTarget.ts"
 import { firstIssue } from "../../platform/FieldIssue.ts"
 import { isUuid } from "../../platform/Uuid.ts"
@@ -109,7 +110,11 @@ export class WebhookSubscriptions extends Context.Service<
       id: string,
       patch: SubscriptionPatch,
     ) => Effect.Effect<Subscription, InvalidSubscription | UnsafeWebhookTarget | SubscriptionNotFound | SqlError>
-    readonly disable: (id: string) => Effect.Effect<void, SubscriptionNotFound | SqlError>
+    /**
+     * Disables it (cause `manual`) and appends its `bothy.subscription.disabled` event in one
+     * transaction; with no log partition for the time, neither happens (`EventLogPartitionMissing`).
+     */
+    readonly disable: (id: string) => Effect.Effect<void, SubscriptionNotFound | EventLogPartitionMissing | SqlError>
     /**
      * Active again (a subscription that is active already is left as it is). From the head of the
      * log by default: what it missed while disabled is not sent. With `fromSeq`, a seq still in the
@@ -134,6 +139,8 @@ export class WebhookSubscriptions extends Context.Service<
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const config = yield* WebhookConfig
+      // A manual disable appends its operational event with the log of the process.
+      const log = yield* EventLog
       yield* SealingKeyCheck.verify(config.secretKey)
 
       const found = (id: string, n: number) => (n === 0 ? Effect.fail(new SubscriptionNotFound({ id })) : Effect.void)
@@ -191,7 +198,10 @@ export class WebhookSubscriptions extends Context.Service<
 
       const disableOne = Effect.fn("WebhookSubscriptions.disable")(function* (id: string) {
         yield* get(id)
-        yield* disable([id], "manual" satisfies DisabledCause).pipe(Effect.provideService(SqlClient.SqlClient, sql))
+        yield* disable([id], "manual" satisfies DisabledCause).pipe(
+          Effect.provideService(SqlClient.SqlClient, sql),
+          Effect.provideService(EventLog, log),
+        )
       })
 
       const enable = Effect.fn("WebhookSubscriptions.enable")(function* (id: string, options?: EnableOptions) {
