@@ -156,14 +156,18 @@ export const runBatch = (job: bigint, attempt: number) =>
         const row = yield* lockRow(sql, job)
         if (row === undefined) return { _tag: "Stopped", why: "missing" } satisfies BatchOutcome as BatchOutcome
         if (row.state !== "running") return { _tag: "Stopped", why: row.state } satisfies BatchOutcome as BatchOutcome
-        const [stale] = yield* sql<{ stale: boolean }>`SELECT ${Jobs.attemptedAfter(sql, sql`${job}`, attempt)} AS stale`
+        const [stale] = yield* sql<{
+          stale: boolean
+        }>`SELECT ${Jobs.attemptedAfter(sql, sql`${job}`, attempt)} AS stale`
         if (stale!.stale) return { _tag: "Stopped", why: "stale" } satisfies BatchOutcome as BatchOutcome
         const found = yield* candidates(sql, row)
         let resent = 0
         const touched: Array<string> = []
         for (const [sub, ids] of bySubscription(found)) {
           const n =
-            row.replayTo === null ? yield* resendGroup(sql, row.filter, sub, ids) : yield* seedGroup(sql, row.replayTo, ids)
+            row.replayTo === null
+              ? yield* resendGroup(sql, row.filter, sub, ids)
+              : yield* seedGroup(sql, row.replayTo, ids)
           resent += n
           if (n > 0 && row.replayTo === null) touched.push(sub)
         }
