@@ -17,7 +17,7 @@
  * numbers from 1 as it sends them, in seq order; once seeded it is enabled from the head of the log
  * at its creation, so the range is followed by every event since.
  */
-import { Clock, Duration, Effect, type Redacted, Schema } from "effect"
+import { Clock, Duration, Effect, type Redacted, Schedule, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as JobControl from "../../jobs/JobControl.ts"
 import * as JobKind from "../../jobs/JobKind.ts"
@@ -187,26 +187,31 @@ export const pause = Effect.fn("BulkRecovery.pause")(function* (job: bigint) {
 })
 
 /**
- * Runs a paused (or stopped) recovery again from its cursor: its job runs again now, or a new
- * job if that one was cleaned away. A recovery that is done is left as it is.
+ * Runs a paused recovery (or one whose job ended without finishing it, discarded after its
+ * attempts) again from its cursor: its job runs again now, or a new job if that one was cleaned
+ * away. A recovery that is done, or running with a live job, is left as it is.
  */
 export const resume = Effect.fn("BulkRecovery.resume")(function* (job: bigint) {
   const sql = yield* SqlClient.SqlClient
   const found = yield* get(job)
   if (found.state === "done") return found
-  yield* sql.withTransaction(
-    Effect.gen(function* () {
-      yield* sql`UPDATE webhook_recoveries SET state = 'running', updated_at = clock_timestamp() WHERE id = ${found.job}`
-      yield* JobControl.retry(found.currentJob).pipe(
-        Effect.catchTag("JobStateConflict", () => Effect.void), // running: it goes on by itself
-        Effect.catchTag("JobNotFound", () =>
-          Effect.flatMap(
-            insertJob(sql),
-            (id) => sql`UPDATE webhook_recoveries SET job_id = ${id} WHERE id = ${found.job}`,
-          ),
-        ),
-      )
-    }),
+  if (found.state === "running") {
+    const current = yield* JobControl.get(found.currentJob).pipe(Effect.option)
+    // A running recovery whose job still lives goes on by itself; one whose job ended (discarded
+    // after its attempts, or cleaned away) runs again.
+    if (current._tag === "Some" && ["available", "scheduled", "running", "retryable"].includes(current.value.state)) {
+      return found
+    }
+  }
+  yield* sql`UPDATE webhook_recoveries SET state = 'running', updated_at = clock_timestamp() WHERE id = ${found.job}`
+  yield* JobControl.retry(found.currentJob).pipe(
+    // Still running: it is recording the stop it made when it saw the pause (it runs again once
+    // that is recorded), or it never saw the pause and goes on by itself.
+    Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 50, while: (e) => e._tag === "JobStateConflict" }),
+    Effect.catchTag("JobStateConflict", () => Effect.void),
+    Effect.catchTag("JobNotFound", () =>
+      Effect.flatMap(insertJob(sql), (id) => sql`UPDATE webhook_recoveries SET job_id = ${id} WHERE id = ${found.job}`),
+    ),
   )
   return yield* get(found.job)
 })

@@ -72,7 +72,8 @@ export const selected = (sql: SqlClient.SqlClient, filter: StoredFilter, after: 
     WHERE ${cursor} AND ${whereSql(sql, filter)}`
 }
 
-const candidates = (sql: SqlClient.SqlClient, row: RecoveryRow) =>
+/** A batch's deliveries: the next `batch_size` after the cursor, in (subscription, seq) order. */
+export const candidates = (sql: SqlClient.SqlClient, row: RecoveryRow) =>
   sql<Candidate>`
     SELECT d.subscription_id::text AS sub, d.event_seq AS seq, d.id ${selected(sql, row.filter, row)}
     ORDER BY d.subscription_id, d.event_seq LIMIT ${row.batchSize}`

@@ -68,6 +68,8 @@ export class ResendRefused extends Schema.TaggedError<ResendRefused>()("ResendRe
 /**
  * The subscription's state and start, its row locked until the caller commits, with the cursor's
  * lock taken first (as a round takes it before the subscription rows).
+ *
+ * @internal
  */
 export const lockSubscription = (sql: SqlClient.SqlClient, id: string) =>
   Effect.gen(function* () {
@@ -82,6 +84,8 @@ export const lockSubscription = (sql: SqlClient.SqlClient, id: string) =>
  * Makes the deliveries `picked` selects (ids of deliveries of `id`, locked) pending again, moves
  * the subscription's start back before the first of them if need be, and makes sure a drainer
  * will send them. Inside the caller's transaction, after `lockSubscription`.
+ *
+ * @internal
  */
 export const revive = (
   sql: SqlClient.SqlClient,
