@@ -148,6 +148,12 @@ layer(Live, { excludeTestServices: true })("bulk recovery across processes", (it
         const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
         const subs = yield* failedSubscriptions("cli", receiver)
         const env = yield* workerEnv
+        const help = yield* NodeProcess.run(NodeProcess.bothy, ["deliveries", "recover-bulk", "--help"], env)
+        for (const flag of ["--owner", "--subscription", "--event-type", "--state", "--since", "--until", "--all"]) {
+          assert.include(help.stdout, flag)
+        }
+        assert.match(help.stdout, /--replay-to/)
+        assert.match(help.stdout, /Ctrl-C pauses it/)
         // No worker yet: the command asks for the recovery and watches it wait.
         const watching = yield* NodeProcess.start(
           NodeProcess.bothy,

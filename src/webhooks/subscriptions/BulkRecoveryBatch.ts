@@ -27,7 +27,7 @@ import { SqlClient } from "effect/sql"
 import * as Jobs from "../../jobs/Jobs.ts"
 import { eventAt, headSeq, holdsEvent } from "../../log/EventLog.ts"
 import { currentEpoch } from "../WebhookEpoch.ts"
-import { lockSubscription, revive } from "./DeliveryResend.ts"
+import { lockCursor, lockSubscriptionAfter, revive } from "./DeliveryResend.ts"
 import { type StoredFilter, statesSql, whereSql } from "./RecoveryFilter.ts"
 import { ensureDrainer, resume } from "./SubscriptionResume.ts"
 
@@ -85,10 +85,19 @@ const bySubscription = (rows: ReadonlyArray<Candidate>) => {
   return [...groups]
 }
 
-/** Sends the deliveries `ids` of `sub` again; how many went pending (the rest are skipped). */
-const resendGroup = (sql: SqlClient.SqlClient, filter: StoredFilter, sub: string, ids: ReadonlyArray<bigint>) =>
+/**
+ * Sends the deliveries `ids` of `sub` again; how many went pending (the rest are skipped). After
+ * `lockCursor`, whose `last_seq` is `cursor`.
+ */
+const resendGroup = (
+  sql: SqlClient.SqlClient,
+  filter: StoredFilter,
+  cursor: bigint | undefined,
+  sub: string,
+  ids: ReadonlyArray<bigint>,
+) =>
   Effect.gen(function* () {
-    const subscription = yield* lockSubscription(sql, sub)
+    const subscription = yield* lockSubscriptionAfter(sql, sub, cursor)
     if (subscription === undefined || subscription.state !== "active") return 0
     // Still in a selected state (a drainer may have changed it since the read), and never pending twice.
     const picked = sql`
@@ -162,12 +171,14 @@ export const runBatch = (job: bigint, attempt: number) =>
         }>`SELECT ${Jobs.attemptedAfter(sql, sql`${job}`, attempt)} AS stale`
         if (stale!.stale) return { _tag: "Stopped", why: "stale" } satisfies BatchOutcome as BatchOutcome
         const found = yield* candidates(sql, row)
+        // Once for the batch: every re-send falls between two rounds, as one re-send does.
+        const cursor = row.replayTo === null && found.length > 0 ? yield* lockCursor : undefined
         let resent = 0
         const touched: Array<string> = []
         for (const [sub, ids] of bySubscription(found)) {
           const n =
             row.replayTo === null
-              ? yield* resendGroup(sql, row.filter, sub, ids)
+              ? yield* resendGroup(sql, row.filter, cursor, sub, ids)
               : yield* seedGroup(sql, row.replayTo, ids)
           resent += n
           if (n > 0 && row.replayTo === null) touched.push(sub)

@@ -66,19 +66,30 @@ export class ResendRefused extends Schema.TaggedError<ResendRefused>()("ResendRe
 }
 
 /**
- * The subscription's state and start, its row locked until the caller commits, with the cursor's
- * lock taken first (as a round takes it before the subscription rows).
+ * The `webhooks` cursor's lock, until the caller commits: what a re-send takes before any
+ * subscription row, as a round does. Its `last_seq`.
  *
  * @internal
  */
-export const lockSubscription = (sql: SqlClient.SqlClient, id: string) =>
+export const lockCursor = ConsumerCursors.lock(consumer)
+
+/**
+ * The subscription's state and start, its row locked until the caller commits; `cursor` is what
+ * `lockCursor`, taken before, gave.
+ *
+ * @internal
+ */
+export const lockSubscriptionAfter = (sql: SqlClient.SqlClient, id: string, cursor: bigint | undefined) =>
   Effect.gen(function* () {
-    const cursor = yield* ConsumerCursors.lock(consumer)
     const [row] = yield* sql<{ state: "active" | "disabled"; startedSeq: bigint; head: bigint }>`
       SELECT s.state, s.started_seq AS "startedSeq", ${headSeq(sql)} AS head
       FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid FOR UPDATE`
     return row === undefined ? undefined : { ...row, read: cursor ?? row.head }
   })
+
+/** `lockCursor`, then `lockSubscriptionAfter`. */
+const lockSubscription = (sql: SqlClient.SqlClient, id: string) =>
+  Effect.flatMap(lockCursor, (cursor) => lockSubscriptionAfter(sql, id, cursor))
 
 /**
  * Makes the deliveries `picked` selects (ids of deliveries of `id`, locked) pending again, moves
