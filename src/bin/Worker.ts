@@ -46,8 +46,8 @@ export const deliveryConcurrency = deliveryDefaults.maxInFlight
 
 /**
  * The delivery jobs as the worker runs them, under the lease `jobs.lease`: the `webhooks` queue at `webhook.max_in_flight`, the
- * drain job with the per-owner cap and permission age from `WebhookConfig` and the recovery job
- * (`webhook.recover`) and bulk recovery (`webhook.bulk-recover`) jobs, which the admin API and CLI insert; and, when push is on,
+ * drain job with the per-owner cap and permission age from `WebhookConfig`, and the recovery jobs
+ * (`webhook.recover`, `webhook.bulk-recover`) the admin API and CLI insert; and, when push is on,
  * the `push` queue at `push.max_in_flight` with the push jobs (`push.batch`, and `push.deliver` of earlier versions).
  */
 export const deliveries = (push: Option.Option<PushSettings>, jobs?: Settings["jobs"]) =>
