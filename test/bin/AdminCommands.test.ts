@@ -230,10 +230,7 @@ describe("bothy subscriptions", () => {
         const latest = Object.keys(Migrations.migrations).at(-1)!
         const latestId = Number(latest.slice(0, 4))
         yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
-        yield* sql`
-          ALTER TABLE push_registrations DROP COLUMN kind, DROP COLUMN token, DROP COLUMN topic,
-            DROP COLUMN environment, ALTER COLUMN endpoint SET NOT NULL, ALTER COLUMN p256dh SET NOT NULL,
-            ALTER COLUMN auth SET NOT NULL`
+        yield* sql`DROP TABLE webhook_recoveries`
         const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
           Effect.map((rows) => rows[0]!.n),
         )
