@@ -224,6 +224,31 @@ CREATE TABLE webhook_drains (
   CONSTRAINT webhook_drains_subscription_id_fkey FOREIGN KEY (subscription_id) REFERENCES webhook_subscriptions(id) ON DELETE CASCADE
 );
 
+CREATE TABLE webhook_recoveries (
+  id bigint NOT NULL,
+  job_id bigint NOT NULL,
+  owner text,
+  filter jsonb NOT NULL,
+  batch_size integer NOT NULL,
+  replay_to uuid,
+  replay_from bigint,
+  state text DEFAULT 'running'::text NOT NULL,
+  total integer NOT NULL,
+  examined integer DEFAULT 0 NOT NULL,
+  resent integer DEFAULT 0 NOT NULL,
+  skipped integer DEFAULT 0 NOT NULL,
+  cursor_subscription uuid,
+  cursor_seq bigint,
+  created_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+  updated_at timestamp with time zone DEFAULT clock_timestamp() NOT NULL,
+  finished_at timestamp with time zone,
+  CONSTRAINT webhook_recoveries_batch_size_check CHECK (((batch_size >= 1) AND (batch_size <= 10000))),
+  CONSTRAINT webhook_recoveries_pkey PRIMARY KEY (id),
+  CONSTRAINT webhook_recoveries_replay_to_fkey FOREIGN KEY (replay_to) REFERENCES webhook_subscriptions(id) ON DELETE SET NULL,
+  CONSTRAINT webhook_recoveries_state_check CHECK ((state = ANY (ARRAY['running'::text, 'paused'::text, 'done'::text])))
+);
+CREATE INDEX webhook_recoveries_job ON webhook_recoveries USING btree (job_id);
+
 CREATE TABLE webhook_sealing_key (
   singleton boolean DEFAULT true NOT NULL,
   key_id text NOT NULL,

@@ -1,5 +1,5 @@
 /**
- * The admin HTTP API as an `HttpApi`: its groups (subscriptions, deliveries, feed, registrations,
+ * The admin HTTP API as an `HttpApi`: its groups (subscriptions, deliveries, recoveries, feed, registrations,
  * consumers, jobs, access), each endpoint's path, inputs, answer and errors with their statuses. The
  * handlers are in `AdminHandlers`, the server in `AdminServer`; this module is what a client (or
  * the OpenAPI document at `/openapi.json`) is generated from.
@@ -44,6 +44,7 @@ import * as S from "./AdminSchemas.ts"
 import { EventTypesApi } from "./EventTypesApi.ts"
 import { FeedApi } from "./FeedApi.ts"
 import * as ReceiverWebhooks from "./ReceiverWebhooks.ts"
+import { RecoveriesApi } from "./RecoveriesApi.ts"
 
 /** Renders request decoding failures as `InvalidRequest`; a response that does not encode stays a 500. */
 export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("bothy/admin/RequestErrors", {
@@ -256,6 +257,7 @@ export class JobsApi extends HttpApiGroup.make("jobs")
 export class AdminApi extends HttpApi.make("bothy-admin")
   .add(SubscriptionsApi)
   .add(DeliveriesApi)
+  .add(RecoveriesApi)
   .add(FeedApi)
   .add(RegistrationsApi)
   .add(ConsumersApi)

@@ -24,6 +24,7 @@ import { InvalidRequest, PushOff, unexpected } from "./AdminErrors.ts"
 import { defaultLimit, retried } from "./AdminSchemas.ts"
 import { eventTypes } from "./EventTypesHandlers.ts"
 import { feed } from "./FeedHandlers.ts"
+import { recoveries } from "./RecoveriesHandlers.ts"
 
 const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers) =>
   Effect.gen(function* () {
@@ -267,4 +268,14 @@ const jobs = HttpApiBuilder.group(AdminApi, "jobs", (handlers) =>
  * Every group's handlers; they need `WebhookSubscriptions`, `Permissions`, the pool, and
  * `PushConfig` if push is on.
  */
-export const layer = Layer.mergeAll(subscriptions, deliveries, registrations, consumers, jobs, access, feed, eventTypes)
+export const layer = Layer.mergeAll(
+  subscriptions,
+  deliveries,
+  recoveries,
+  registrations,
+  consumers,
+  jobs,
+  access,
+  feed,
+  eventTypes,
+)

@@ -19,8 +19,8 @@ export const PayloadFilterJson = Schema.Json.annotate({
 })
 
 /** An int8 as a decimal string. */
-const Int8 = Schema.BigInt.annotate({ description: "A 64-bit integer, as a decimal string" })
-const Time = Schema.Date.annotate({ description: "ISO 8601 time" })
+export const Int8 = Schema.BigInt.annotate({ description: "A 64-bit integer, as a decimal string" })
+export const Time = Schema.Date.annotate({ description: "ISO 8601 time" })
 
 export const Subscription = Schema.Struct({
   id: Schema.String,

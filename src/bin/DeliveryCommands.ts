@@ -6,6 +6,7 @@ import * as DeliveryResend from "../webhooks/subscriptions/DeliveryResend.ts"
 import * as WebhookDeliveries from "../webhooks/subscriptions/WebhookDeliveries.ts"
 import { SubscriptionNotFound, WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import { deliveryId, json, orDash, print, subscriptionId, withWebhooks } from "./AdminCommandRuntime.ts"
+import { recoveryCommands } from "./RecoveryCommands.ts"
 
 const deliveryRows = (ds: ReadonlyArray<WebhookDeliveries.DeliveryRecord>) =>
   ds.length === 0
@@ -118,5 +119,5 @@ const recover = Command.make(
 
 export const deliveries = Command.make("deliveries").pipe(
   Command.withDescription("Webhook deliveries"),
-  Command.withSubcommands([listDeliveries, showDelivery, resend, recover]),
+  Command.withSubcommands([listDeliveries, showDelivery, resend, recover, ...recoveryCommands]),
 )

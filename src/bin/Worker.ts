@@ -29,6 +29,7 @@ import * as PushDelivery from "../push/PushDelivery.ts"
 import * as PushFanOut from "../push/PushFanOut.ts"
 import * as PushRegistrations from "../push/PushRegistrations.ts"
 import * as WebhookDrainer from "../webhooks/drain/WebhookDrainer.ts"
+import * as BulkRecovery from "../webhooks/subscriptions/BulkRecovery.ts"
 import * as DeliveryHistory from "../webhooks/subscriptions/DeliveryHistory.ts"
 import * as DeliveryResend from "../webhooks/subscriptions/DeliveryResend.ts"
 import { WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
@@ -45,8 +46,8 @@ export const deliveryConcurrency = deliveryDefaults.maxInFlight
 
 /**
  * The delivery jobs as the worker runs them, under the lease `jobs.lease`: the `webhooks` queue at `webhook.max_in_flight`, the
- * drain job with the per-owner cap and permission age from `WebhookConfig` and the recovery job
- * (`webhook.recover`, which the admin API and CLI insert); and, when push is on,
+ * drain job with the per-owner cap and permission age from `WebhookConfig`, and the recovery jobs
+ * (`webhook.recover`, `webhook.bulk-recover`) the admin API and CLI insert; and, when push is on,
  * the `push` queue at `push.max_in_flight` with the push jobs (`push.batch`, and `push.deliver` of earlier versions).
  */
 export const deliveries = (push: Option.Option<PushSettings>, jobs?: Settings["jobs"]) =>
@@ -55,9 +56,10 @@ export const deliveries = (push: Option.Option<PushSettings>, jobs?: Settings["j
       const config = yield* WebhookConfig
       const drain = yield* WebhookDrainer.make
       const recover = yield* DeliveryResend.make
+      const bulkRecover = yield* BulkRecovery.make
       const concurrency = config.maxInFlight ?? deliveryConcurrency
       const webhooks = {
-        kinds: [drain, recover],
+        kinds: [drain, recover, bulkRecover],
         queues: { [WebhookFanOut.queue]: { concurrency } },
         ...(jobs === undefined ? {} : { lease: jobs.lease }),
       }

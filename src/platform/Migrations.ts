@@ -35,6 +35,7 @@ import webhookFilters from "../../migrations/0021_webhook_filters.ts"
 import eventTypes from "../../migrations/0022_event_types.ts"
 import pushNativeRegistrations from "../../migrations/0023_push_native_registrations.ts"
 import webhookDegraded from "../../migrations/0024_webhook_degraded.ts"
+import webhookRecoveries from "../../migrations/0025_webhook_recoveries.ts"
 import * as DatabaseSchema from "./DatabaseSchema.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
@@ -62,6 +63,7 @@ export const migrations = {
   "0022_event_types": eventTypes,
   "0023_push_native_registrations": pushNativeRegistrations,
   "0024_webhook_degraded": webhookDegraded,
+  "0025_webhook_recoveries": webhookRecoveries,
 } as const
 
 /** The table in which the migrator records applied migrations. */

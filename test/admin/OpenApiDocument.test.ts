@@ -47,10 +47,12 @@ layer(Live, { excludeTestServices: true })("the OpenAPI document", (it) => {
           Object.keys(item).map((method) => `${method} ${path}`),
         )
         const expected = endpointsOf()
-        assert.strictEqual(expected.length, 35)
+        assert.strictEqual(expected.length, 39)
         assert.sameMembers(listed, expected)
         for (const path of [
           "post /v1/subscriptions/{id}/recover",
+          "post /v1/recoveries",
+          "get /v1/recoveries/{id}",
           "post /v1/deliveries/{id}/resend",
           "get /v1/jobs/counts",
           "get /v1/subscriptions/{id}/feed",

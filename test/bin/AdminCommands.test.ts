@@ -240,10 +240,7 @@ describe("bothy subscriptions", () => {
         const latest = Object.keys(Migrations.migrations).at(-1)!
         const latestId = Number(latest.slice(0, 4))
         yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
-        yield* sql`
-          ALTER TABLE webhook_subscriptions DROP COLUMN degraded_at, DROP COLUMN health_since,
-            DROP COLUMN health_sent, DROP COLUMN health_failed, DROP COLUMN health_prev_sent,
-            DROP COLUMN health_prev_failed`
+        yield* sql`DROP TABLE webhook_recoveries`
         const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
           Effect.map((rows) => rows[0]!.n),
         )

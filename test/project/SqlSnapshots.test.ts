@@ -26,6 +26,7 @@ import * as Drain from "../../src/webhooks/drain/Drain.ts"
 import type { PendingDelivery } from "../../src/webhooks/drain/PendingDeliveries.ts"
 import * as PendingDeliveries from "../../src/webhooks/drain/PendingDeliveries.ts"
 import * as WebhookNumbering from "../../src/webhooks/drain/WebhookNumbering.ts"
+import * as BulkRecoveryBatch from "../../src/webhooks/subscriptions/BulkRecoveryBatch.ts"
 import * as WebhookFeed from "../../src/webhooks/subscriptions/WebhookFeed.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
@@ -170,6 +171,31 @@ const statements = Effect.gen(function* () {
       title: "A page of a subscription's pull feed: its numbered deliveries after a position, with their events.",
       source: "src/webhooks/subscriptions/WebhookFeed.ts (pageStatement) with src/log/EventLogReads.ts (eventAt)",
       statement: WebhookFeed.pageStatement(sql, subscription, { epoch: 1, sequence: 40n }, 100),
+    },
+    {
+      name: "webhook-recovery-batch",
+      title:
+        "The deliveries one batch of a bulk recovery takes: the next ones after its cursor that its filter selects.",
+      source:
+        "src/webhooks/subscriptions/BulkRecoveryBatch.ts (candidates) with RecoveryFilter.ts (whereSql) and src/log/EventLogReads.ts (eventAt)",
+      statement: BulkRecoveryBatch.candidates(sql, {
+        id: 7n,
+        state: "running",
+        filter: {
+          owner: "alice",
+          subscriptions: [],
+          eventTypes: ["order.*"],
+          states: ["failed", "dead"],
+          since: "2026-12-01T00:00:00.000Z",
+          until: null,
+          all: false,
+        },
+        batchSize: 500,
+        replayTo: null,
+        replayFrom: null,
+        cursorSubscription: subscription,
+        cursorSeq: 1200n,
+      }),
     },
   ] as const
 })

@@ -42,6 +42,8 @@ export const owners: Readonly<Record<string, string>> = {
   webhook_attempts: "webhooks",
   webhook_drains: "webhooks",
   webhook_drain_release: "webhooks",
+  // 0024
+  webhook_recoveries: "webhooks",
   // 0010 names it for the secrets it guards, but only crypto/SealingKeyCheck.ts reads and writes it.
   webhook_sealing_key: "crypto",
   // 0012

@@ -66,24 +66,39 @@ export class ResendRefused extends Schema.TaggedError<ResendRefused>()("ResendRe
 }
 
 /**
- * The subscription's state and start, its row locked until the caller commits, with the cursor's
- * lock taken first (as a round takes it before the subscription rows).
+ * The `webhooks` cursor's lock, until the caller commits: what a re-send takes before any
+ * subscription row, as a round does. Its `last_seq`.
+ *
+ * @internal
  */
-const lockSubscription = (sql: SqlClient.SqlClient, id: string) =>
+export const lockCursor = ConsumerCursors.lock(consumer)
+
+/**
+ * The subscription's state and start, its row locked until the caller commits; `cursor` is what
+ * `lockCursor`, taken before, gave.
+ *
+ * @internal
+ */
+export const lockSubscriptionAfter = (sql: SqlClient.SqlClient, id: string, cursor: bigint | undefined) =>
   Effect.gen(function* () {
-    const cursor = yield* ConsumerCursors.lock(consumer)
     const [row] = yield* sql<{ state: "active" | "disabled"; startedSeq: bigint; head: bigint }>`
       SELECT s.state, s.started_seq AS "startedSeq", ${headSeq(sql)} AS head
       FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid FOR UPDATE`
     return row === undefined ? undefined : { ...row, read: cursor ?? row.head }
   })
 
+/** `lockCursor`, then `lockSubscriptionAfter`. */
+const lockSubscription = (sql: SqlClient.SqlClient, id: string) =>
+  Effect.flatMap(lockCursor, (cursor) => lockSubscriptionAfter(sql, id, cursor))
+
 /**
  * Makes the deliveries `picked` selects (ids of deliveries of `id`, locked) pending again, moves
  * the subscription's start back before the first of them if need be, and makes sure a drainer
  * will send them. Inside the caller's transaction, after `lockSubscription`.
+ *
+ * @internal
  */
-const revive = (
+export const revive = (
   sql: SqlClient.SqlClient,
   id: string,
   subscription: { readonly startedSeq: bigint; readonly read: bigint },
@@ -190,12 +205,21 @@ export const recover = Effect.fn("DeliveryResend.recover")(function* (subscripti
     total += n
     if (n < batchSize) break
   }
-  const [slot] = yield* sql<{ job: bigint | null }>`
-    SELECT w.job_id AS job FROM webhook_drains AS w
-    WHERE w.subscription_id = ${subscriptionId}::uuid AND ${Jobs.isWaiting(sql, sql`w.job_id`)}`
-  if (slot?.job != null) yield* Effect.ignore(JobControl.retry(slot.job))
+  yield* runWaitingDrainer(sql, subscriptionId)
   return total
 })
+
+/**
+ * Runs the subscription's drain job now if it waits out a retry delay, which is what sends the
+ * failing delivery at the head of its queue at once. After the commit that revived deliveries.
+ */
+export const runWaitingDrainer = (sql: SqlClient.SqlClient, subscriptionId: string) =>
+  Effect.gen(function* () {
+    const [slot] = yield* sql<{ job: bigint | null }>`
+      SELECT w.job_id AS job FROM webhook_drains AS w
+      WHERE w.subscription_id = ${subscriptionId}::uuid AND ${Jobs.isWaiting(sql, sql`w.job_id`)}`
+    if (slot?.job != null) yield* Effect.ignore(JobControl.retry(slot.job))
+  })
 
 /**
  * Inserts the recovery job for the subscription (which must exist and be active); its id. A
