@@ -34,6 +34,7 @@ import webhookAttemptsStarted from "../../migrations/0020_webhook_attempts_start
 import webhookFilters from "../../migrations/0021_webhook_filters.ts"
 import eventTypes from "../../migrations/0022_event_types.ts"
 import pushNativeRegistrations from "../../migrations/0023_push_native_registrations.ts"
+import webhookEndpointAuth from "../../migrations/0024_webhook_endpoint_auth.ts"
 import * as DatabaseSchema from "./DatabaseSchema.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
@@ -60,6 +61,7 @@ export const migrations = {
   "0021_webhook_filters": webhookFilters,
   "0022_event_types": eventTypes,
   "0023_push_native_registrations": pushNativeRegistrations,
+  "0024_webhook_endpoint_auth": webhookEndpointAuth,
 } as const
 
 /** The table in which the migrator records applied migrations. */
