@@ -53,8 +53,8 @@ const answerOf = ({ result }: Sent) =>
   result.status !== undefined ? `answered ${result.status}` : `failed (${result.errorClass ?? "error"})`
 
 /**
- * Refusals and redirects are the target's configuration: the operator hears of them, once a
- * minute per subscription. Only the origin is named: a URL's path may hold a secret.
+ * Refusals, redirects and token failures are the target's configuration: the operator hears of
+ * them, once a minute per subscription. Only the origin is named: a URL's path may hold a secret.
  */
 const warnAbout = (drain: Drain, subscriptionId: string, { delivery, result }: Sent) => {
   const target = targetOf(subscriptionId, delivery.url)
