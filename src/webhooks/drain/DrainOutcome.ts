@@ -68,7 +68,13 @@ const warnAbout = (drain: Drain, subscriptionId: string, { delivery, result }: S
           subscriptionId,
           `${target}: the endpoint answered ${result.status}, and redirects are not followed; its deliveries wait for retries`,
         )
-      : Effect.void
+      : result.errorClass === "auth_token"
+        ? // The body is `OAuthTokenFailed`'s message: token URL, reason, the server's error; never the secret.
+          drain.warn(
+            subscriptionId,
+            `${target}: no OAuth2 token, so nothing was sent: ${result.body}; its deliveries wait for retries`,
+          )
+        : Effect.void
 }
 
 /** What follows a failed request: `settled`, the run goes on; `snooze`, retry after `delay` keeping the slot. */
