@@ -299,10 +299,11 @@ describe("bothy subscriptions", () => {
         const latest = Object.keys(Migrations.migrations).at(-1)!
         const latestId = Number(latest.slice(0, 4))
         yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
+        // What the latest migration (0024_webhook_endpoint_auth) added, undone.
         yield* sql`
-          ALTER TABLE push_registrations DROP COLUMN kind, DROP COLUMN token, DROP COLUMN topic,
-            DROP COLUMN environment, ALTER COLUMN endpoint SET NOT NULL, ALTER COLUMN p256dh SET NOT NULL,
-            ALTER COLUMN auth SET NOT NULL`
+          ALTER TABLE webhook_subscriptions DROP COLUMN auth_token_url, DROP COLUMN auth_client_id,
+            DROP COLUMN auth_client_secret_sealed, DROP COLUMN auth_scope, DROP COLUMN tls_client_sealed,
+            DROP COLUMN tls_ca`
         const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
           Effect.map((rows) => rows[0]!.n),
         )
