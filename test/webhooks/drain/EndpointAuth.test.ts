@@ -33,18 +33,7 @@ const oauth = (tokenUrl: string) => ({
   auth: { type: "oauth2" as const, tokenUrl, clientId: "client-a", clientSecret: Redacted.make(clientSecret) },
 })
 
-/**
- * Runs the subscription's drain job by hand until it is done (same job id each time, as the job
- * runtime would after a snooze), with `kind` kept across runs so its tokens are too.
- */
-const drainWith = (kind: Effect.Success<ReturnType<typeof WebhookDrainer.makeWith>>, subscriptionId: string) =>
-  Effect.gen(function* () {
-    const info = yield* TestWebhooks.drainJob(subscriptionId)
-    return yield* kind.run({ subscription: subscriptionId }, info).pipe(
-      Effect.as("done" as const),
-      Effect.catchTag("JobSnooze", () => Effect.succeed("snoozed" as const)),
-    )
-  }).pipe(Effect.scoped)
+const drainWith = TestWebhooks.drainOnce
 
 const appendAndRound = (space: string, n: number) =>
   Effect.gen(function* () {
