@@ -32,6 +32,9 @@ pending AS MATERIALIZED (
     s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
     s.degraded_at IS NOT NULL AS degraded,
     s.numbered_by AS "tokenSeen", s.rate_limit AS "rateLimit", s.headers,
+    s.auth_token_url AS "authTokenUrl", s.auth_client_id AS "authClientId",
+    s.auth_client_secret_sealed AS "authSecretSealed", s.auth_scope AS "authScope",
+    s.tls_client_sealed AS "tlsClientSealed", s.tls_ca AS "tlsCa",
     e.seq IS NOT NULL AS present, e.seq IS NULL AND (
       CASE WHEN d.event_at IS NULL THEN $10::timestamptz IS NOT NULL OR $11::timestamptz IS NOT NULL
       ELSE date_trunc('milliseconds', d.event_at) < coalesce($12::timestamptz, '-infinity')

@@ -32,6 +32,7 @@ import { RegistrationNotFound } from "../push/PushRegistrations.ts"
 import { ResendRefused } from "../webhooks/subscriptions/DeliveryResend.ts"
 import { DeliveryNotFound, deliveryStates } from "../webhooks/subscriptions/WebhookDeliveries.ts"
 import {
+  InvalidEndpointCredentials,
   InvalidSubscription,
   SeqNotInLog,
   SubscriptionNotFound,
@@ -64,6 +65,7 @@ const NoDelivery = DeliveryNotFound.pipe(HttpApiSchema.status(404))
 const NoRegistration = RegistrationNotFound.pipe(HttpApiSchema.status(404))
 const NoJob = JobNotFound.pipe(HttpApiSchema.status(404))
 const BadSubscription = InvalidSubscription.pipe(HttpApiSchema.status(400))
+const BadCredentials = InvalidEndpointCredentials.pipe(HttpApiSchema.status(400))
 const BadRegistration = InvalidPushRegistration.pipe(HttpApiSchema.status(400))
 const UnsafeTarget = UnsafeWebhookTarget.pipe(HttpApiSchema.status(422))
 const SeqGone = SeqNotInLog.pipe(HttpApiSchema.status(422))
@@ -83,6 +85,7 @@ const subscriptionFields = {
   rateLimit: Schema.optional(Schema.NullOr(Schema.Finite)),
   headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
   filter: Schema.optional(Schema.NullOr(S.PayloadFilterJson)),
+  ...S.EndpointCredentialFields,
 }
 
 export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
@@ -94,7 +97,7 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
         ...subscriptionFields,
       }),
       success: S.CreatedSubscription.pipe(HttpApiSchema.status(201)),
-      error: [BadSubscription, UnsafeTarget, NotPermitted],
+      error: [BadSubscription, BadCredentials, UnsafeTarget, NotPermitted],
     }),
     HttpApiEndpoint.get("list", "/", {
       query: {
@@ -115,9 +118,12 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
         rateLimit: subscriptionFields.rateLimit,
         headers: subscriptionFields.headers,
         filter: subscriptionFields.filter,
+        auth: subscriptionFields.auth,
+        mtls: subscriptionFields.mtls,
+        ca: subscriptionFields.ca,
       }),
       success: S.Subscription,
-      error: [NoSubscription, BadSubscription, UnsafeTarget, NotPermitted],
+      error: [NoSubscription, BadSubscription, BadCredentials, UnsafeTarget, NotPermitted],
     }),
     HttpApiEndpoint.post("disable", "/:id/disable", {
       params: idParam,
@@ -148,7 +154,8 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
   .annotateMerge(
     OpenApi.annotations({
       title: "subscriptions",
-      description: "Webhook subscriptions: the secret is shown once, at creation and rotation",
+      description:
+        "Webhook subscriptions: the signing secret is shown once, at creation and rotation; endpoint credentials (OAuth2 client secret, client key) never",
     }),
   ) {}
 

@@ -40,7 +40,46 @@ export const Subscription = Schema.Struct({
   headers: Schema.Record(Schema.String, Schema.String),
   /** The payload filter (docs/webhooks.md, "Payload filters"); null: every payload. */
   filter: Schema.NullOr(PayloadFilterJson),
+  /** OAuth2 client credentials, shown without the client secret; null: none. */
+  auth: Schema.NullOr(
+    Schema.Struct({
+      type: Schema.Literal("oauth2"),
+      tokenUrl: Schema.String,
+      clientId: Schema.String,
+      scope: Schema.NullOr(Schema.String),
+    }),
+  ),
+  /** Whether a client certificate is presented (it and its key are never shown). */
+  mtls: Schema.Boolean,
+  /** Whether a custom CA is trusted for the endpoint instead of the system's. */
+  ca: Schema.Boolean,
 }).annotate({ identifier: "Subscription" })
+
+/** Endpoint credentials as a create or update takes them; each is checked, stored sealed and never shown again. */
+export const EndpointCredentialFields = {
+  /** OAuth2 client credentials; null removes them. */
+  auth: Schema.optional(
+    Schema.NullOr(
+      Schema.Struct({
+        type: Schema.Literal("oauth2"),
+        tokenUrl: Schema.String,
+        clientId: Schema.String,
+        clientSecret: Schema.RedactedFromValue(Schema.String),
+        scope: Schema.optional(Schema.String),
+      }).annotate({ identifier: "OAuthClientCredentials" }),
+    ),
+  ),
+  /** A client certificate (PEM, chain allowed) and its unencrypted key (PEM); null removes them. */
+  mtls: Schema.optional(
+    Schema.NullOr(
+      Schema.Struct({ cert: Schema.String, key: Schema.RedactedFromValue(Schema.String) }).annotate({
+        identifier: "ClientCertificate",
+      }),
+    ),
+  ),
+  /** CA certificates (PEM) trusted for the endpoint instead of the system's; null removes them. */
+  ca: Schema.optional(Schema.NullOr(Schema.String)),
+}
 
 export const CreatedSubscription = Schema.Struct({
   subscription: Subscription,

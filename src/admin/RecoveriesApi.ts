@@ -9,7 +9,11 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "effect/ht
 import { UnsafeWebhookTarget } from "../outbound/OutboundTarget.ts"
 import { RecoveryNotFound, recoveryStates } from "../webhooks/subscriptions/BulkRecovery.ts"
 import { recoveryStates as deliveryStates, InvalidRecoveryFilter } from "../webhooks/subscriptions/RecoveryFilter.ts"
-import { InvalidSubscription, SubscriptionNotFound } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
+import {
+  InvalidEndpointCredentials,
+  InvalidSubscription,
+  SubscriptionNotFound,
+} from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import { NotPermitted } from "./AdminErrors.ts"
 import { Int8, Int8Id, Time } from "./AdminSchemas.ts"
 
@@ -85,6 +89,7 @@ export class RecoveriesApi extends HttpApiGroup.make("recoveries")
         BadFilter,
         SubscriptionNotFound.pipe(HttpApiSchema.status(404)),
         InvalidSubscription.pipe(HttpApiSchema.status(400)),
+        InvalidEndpointCredentials.pipe(HttpApiSchema.status(400)),
         UnsafeWebhookTarget.pipe(HttpApiSchema.status(422)),
         NotPermitted,
       ],

@@ -4,6 +4,7 @@ import * as AdminSchemas from "../admin/AdminSchemas.ts"
 import * as StatusReport from "../ops/StatusReport.ts"
 import { type Subscription, WebhookSubscriptions } from "../webhooks/subscriptions/WebhookSubscriptions.ts"
 import { json, print, subscriptionId, withWebhooks } from "./AdminCommandRuntime.ts"
+import * as EndpointCredentialFlags from "./EndpointCredentialFlags.ts"
 
 const subscriptionLines = (s: Subscription) =>
   [
@@ -16,6 +17,7 @@ const subscriptionLines = (s: Subscription) =>
     ["rate limit", s.rateLimit === null ? "none" : `${s.rateLimit}/s`],
     ["headers", Object.keys(s.headers).join(", ") || "none"],
     ["payload filter", s.filter === null ? "none" : JSON.stringify(s.filter)],
+    ...EndpointCredentialFlags.lines(s),
     ["started after seq", String(s.startedSeq)],
     ["last delivered seq", String(s.lastDeliveredSeq)],
     ["last sequence", String(s.lastSequence)],
@@ -63,6 +65,7 @@ const create = Command.make(
     rateLimit,
     header,
     filter,
+    ...EndpointCredentialFlags.flags,
     json,
   },
   (flags) =>
@@ -70,6 +73,7 @@ const create = Command.make(
       const webhooks = yield* WebhookSubscriptions
       const { id, secret } = yield* webhooks.create({
         ...filterField(flags.filter),
+        ...EndpointCredentialFlags.fieldsOf(flags),
         owner: flags.owner,
         url: flags.url,
         scope: flags.scope,
@@ -163,6 +167,8 @@ const update = Command.make(
       Flag.withDefault(false),
     ),
     filter,
+    ...EndpointCredentialFlags.flags,
+    ...EndpointCredentialFlags.clearFlags,
     json,
   },
   (flags) =>
@@ -170,6 +176,7 @@ const update = Command.make(
       const webhooks = yield* WebhookSubscriptions
       const s = yield* webhooks.update(flags.id, {
         ...filterField(flags.filter),
+        ...EndpointCredentialFlags.fieldsOf(flags, flags),
         ...(Option.isSome(flags.url) ? { url: flags.url.value } : {}),
         ...(flags.scope.length > 0 ? { scope: flags.scope } : {}),
         ...(flags.allTypes ? { eventTypes: [] } : flags.eventType.length > 0 ? { eventTypes: flags.eventType } : {}),
@@ -180,7 +187,7 @@ const update = Command.make(
     }).pipe(withWebhooks),
 ).pipe(
   Command.withDescription(
-    "Change a subscription's URL, scope (--scope replaces it), event types, payload filter, rate limit or extra headers (--header replaces them)",
+    "Change a subscription's URL, scope (--scope replaces it), event types, payload filter, rate limit, extra headers (--header replaces them) or endpoint credentials (each replaced whole)",
   ),
 )
 

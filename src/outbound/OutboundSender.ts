@@ -22,12 +22,16 @@
  * connections were each checked when dialed, and they end when the caller closes them.
  */
 import { rootCertificates } from "node:tls"
-import { Clock, Duration, Effect, Result } from "effect"
+import { Clock, Duration, Effect, Redacted, Result } from "effect"
 import { Agent } from "undici"
 import { safeLookup } from "./CheckedDialer.ts"
 import { parseTarget, type TargetPolicy, UnsafeWebhookTarget } from "./OutboundTarget.ts"
 
-export type ErrorClass = "dns" | "connect" | "tls" | "timeout" | "blocked_ip" | "redirect" | "too_large"
+/**
+ * Why an attempt got no usable answer. `auth_token`: the endpoint's OAuth2 token could not be had,
+ * so the request never went out (its caller fills that in; `send` itself never gives it).
+ */
+export type ErrorClass = "dns" | "connect" | "tls" | "timeout" | "blocked_ip" | "redirect" | "too_large" | "auth_token"
 
 export interface SendRequest {
   readonly url: string
@@ -86,17 +90,35 @@ export interface ConnectionOptions {
   readonly http2?: boolean
   /** Certificates (PEM) trusted besides the system's: a test's own CA. */
   readonly extraCa?: ReadonlyArray<string>
+  /**
+   * Certificates (PEM) trusted *instead of* the system's: an endpoint behind a private PKI. A
+   * public CA then cannot vouch for that endpoint at all.
+   */
+  readonly trustOnly?: string
+  /**
+   * A client certificate (PEM, chain allowed) and its key, presented in every handshake (mTLS).
+   * Connections made with one belong to it alone: keep one `Connections` per identity.
+   */
+  readonly clientCertificate?: { readonly cert: string; readonly key: Redacted.Redacted<string> }
 }
 
-const makeAgent = (policy: TargetPolicy, limits: SendLimits, options: ConnectionOptions = {}) =>
-  new Agent({
+/** The trusted roots of `options`, as `tls.connect` takes them; `undefined`: the system's. */
+const caOf = (options: ConnectionOptions): ReadonlyArray<string> | string | undefined =>
+  options.trustOnly ?? (options.extraCa === undefined ? undefined : [...rootCertificates, ...options.extraCa])
+
+const makeAgent = (policy: TargetPolicy, limits: SendLimits, options: ConnectionOptions = {}) => {
+  const ca = caOf(options)
+  const client = options.clientCertificate
+  return new Agent({
     connect: {
       lookup: safeLookup(policy),
       timeout: Duration.toMillis(limits.connectTimeout),
-      ...(options.extraCa === undefined ? {} : { ca: [...rootCertificates, ...options.extraCa] }),
+      ...(ca === undefined ? {} : { ca: typeof ca === "string" ? ca : [...ca] }),
+      ...(client === undefined ? {} : { cert: client.cert, key: Redacted.value(client.key) }),
     },
     ...(options.http2 === undefined ? {} : { allowH2: options.http2 }),
   })
+}
 
 /** Keep-alive connections checked by `policy` when dialed, destroyed when the scope closes. */
 export const connections = (policy: TargetPolicy, limits: Partial<SendLimits> = {}, options: ConnectionOptions = {}) =>

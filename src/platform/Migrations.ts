@@ -36,6 +36,7 @@ import eventTypes from "../../migrations/0022_event_types.ts"
 import pushNativeRegistrations from "../../migrations/0023_push_native_registrations.ts"
 import webhookDegraded from "../../migrations/0024_webhook_degraded.ts"
 import webhookRecoveries from "../../migrations/0025_webhook_recoveries.ts"
+import webhookEndpointAuth from "../../migrations/0026_webhook_endpoint_auth.ts"
 import * as DatabaseSchema from "./DatabaseSchema.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
@@ -64,6 +65,7 @@ export const migrations = {
   "0023_push_native_registrations": pushNativeRegistrations,
   "0024_webhook_degraded": webhookDegraded,
   "0025_webhook_recoveries": webhookRecoveries,
+  "0026_webhook_endpoint_auth": webhookEndpointAuth,
 } as const
 
 /** The table in which the migrator records applied migrations. */

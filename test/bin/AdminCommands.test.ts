@@ -1,7 +1,11 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { PgClient } from "@effect/sql-pg"
 import { assert, describe, it } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
 import * as Migrations from "../../src/platform/Migrations.ts"
+import * as EndpointServers from "../support/EndpointServers.ts"
 import * as NodeProcess from "../support/NodeProcess.ts"
 import * as TestDatabase from "../support/TestDatabase.ts"
 import * as WorkerProcess from "../support/WorkerProcess.ts"
@@ -21,6 +25,71 @@ const jsonOf = (out: NodeProcess.Finished) => {
 }
 
 describe("bothy subscriptions", () => {
+  it.live(
+    "CliManagesEndpointCredentials: OAuth2 credentials, a client certificate and a CA are set from files, shown only as set, refused when bad, and removed",
+    () =>
+      Effect.gen(function* () {
+        const { url } = yield* TestDatabase.cloneForProcesses("cli_endpoint_auth")
+        const bothy = commandLine(url, WorkerProcess.rawKey())
+        const pki = yield* EndpointServers.pki
+        const dir = yield* Effect.acquireRelease(
+          Effect.sync(() => mkdtempSync(join(tmpdir(), "bothy-cli-credentials-"))),
+          (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true })),
+        )
+        const file = (name: string, text: string) => {
+          writeFileSync(join(dir, name), text)
+          return join(dir, name)
+        }
+        const secret = "cli-client-secret-4b7e19d0c2"
+        const keyLine = pki.clientA.key.split("\n")[1]!
+        const credentials = [
+          "--oauth-token-url",
+          "http://127.0.0.1:9/token",
+          "--oauth-client-id",
+          "cli-client",
+          "--oauth-client-secret-file",
+          file("secret", `${secret}\n`),
+          "--client-cert-file",
+          file("client.crt", pki.clientA.cert),
+          "--client-key-file",
+          file("client.key", pki.clientA.key),
+          "--ca-file",
+          file("ca.crt", pki.serverCa),
+        ]
+        const create = ["subscriptions", "create", "--owner", "o", "--url", "https://127.0.0.1:9/o", "--scope", "s"]
+        const out = yield* bothy([...create, ...credentials, "--json"])
+        const created = jsonOf(out)
+        assert.deepInclude(created.subscription, {
+          auth: { type: "oauth2", tokenUrl: "http://127.0.0.1:9/token", clientId: "cli-client", scope: null },
+          mtls: true,
+          ca: true,
+        })
+        const id: string = created.subscription.id
+        const shown = yield* bothy(["subscriptions", "show", id])
+        assert.match(shown.stdout, /endpoint auth +oauth2, client cli-client at http:\/\/127\.0\.0\.1:9\/token/)
+        assert.match(shown.stdout, /client certificate +set/)
+        for (const text of [out.stdout, out.stderr, shown.stdout, shown.stderr]) {
+          assert.notInclude(text, secret)
+          assert.notInclude(text, keyLine)
+        }
+
+        const mismatch = yield* bothy([
+          "subscriptions",
+          "update",
+          id,
+          "--client-key-file",
+          file("b.key", pki.clientB.key),
+        ])
+        assert.strictEqual(mismatch.code, 1)
+        assert.match(mismatch.stderr, /at mtls\.(cert|key)/)
+        assert.notInclude(mismatch.stderr, pki.clientB.key.split("\n")[1]!)
+
+        const cleared = jsonOf(yield* bothy(["subscriptions", "update", id, "--clear-oauth", "--clear-mtls", "--json"]))
+        assert.deepInclude(cleared, { auth: null, mtls: false, ca: true })
+      }).pipe(Effect.scoped),
+    120_000,
+  )
+
   it.live(
     "CliManagesEventTypes: the CLI puts, lists, shows and deletes catalog types; subscriptions then take only known types, and a --filter",
     () =>
@@ -240,7 +309,11 @@ describe("bothy subscriptions", () => {
         const latest = Object.keys(Migrations.migrations).at(-1)!
         const latestId = Number(latest.slice(0, 4))
         yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
-        yield* sql`DROP TABLE webhook_recoveries`
+        // What the latest migration (0026_webhook_endpoint_auth) added, undone.
+        yield* sql`
+          ALTER TABLE webhook_subscriptions DROP COLUMN auth_token_url, DROP COLUMN auth_client_id,
+            DROP COLUMN auth_client_secret_sealed, DROP COLUMN auth_scope, DROP COLUMN tls_client_sealed,
+            DROP COLUMN tls_ca`
         const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
           Effect.map((rows) => rows[0]!.n),
         )

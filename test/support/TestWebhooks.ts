@@ -187,6 +187,19 @@ export const drainJob = (subscriptionId: string) =>
     ),
   )
 
+/**
+ * Runs the subscription's drain job by hand once, as the job runtime would (same job id each
+ * time, so it keeps the slot): `done` when it finished, `snoozed` when it asks to run again.
+ * Pass the same `kind` each time to keep what it holds across runs (its endpoints' tokens).
+ */
+export const drainOnce = (kind: Effect.Success<ReturnType<typeof WebhookDrainer.makeWith>>, subscriptionId: string) =>
+  Effect.flatMap(drainJob(subscriptionId), (info) =>
+    kind.run({ subscription: subscriptionId }, info).pipe(
+      Effect.as("done" as const),
+      Effect.catchTag("JobSnooze", () => Effect.succeed("snoozed" as const)),
+    ),
+  ).pipe(Effect.scoped)
+
 /** The envelope a receiver got, for tests whose events carry a number `i` in their payload. */
 export interface Envelope {
   readonly epoch: number

@@ -1,7 +1,8 @@
 /**
  * What every part of a drainer shares, built once per drain job kind (`WebhookDrainer.makeWith`):
- * the options resolved to numbers, the database and the log, `Permissions`, the webhook settings and the
- * operator's throttled warnings. The drainer's functions take it as their first argument instead
+ * the options resolved to numbers, the database and the log, `Permissions`, the webhook settings,
+ * the operator's throttled warnings and the endpoints' OAuth2 tokens. The drainer's functions take
+ * it as their first argument instead
  * of closing over all of it.
  */
 import { Duration, Effect } from "effect"
@@ -10,6 +11,7 @@ import { Permissions, type PermissionsShape, webhookDeliver } from "../../authz/
 import { EventLog } from "../../log/EventLog.ts"
 import * as ThrottledWarnings from "../../platform/ThrottledWarnings.ts"
 import { deliveryDefaults, WebhookConfig, type WebhookSettings } from "../WebhookConfig.ts"
+import * as EndpointTokens from "./EndpointTokens.ts"
 
 export interface DrainOptions {
   /** Deliveries one run handles before it snoozes 0 to let other jobs run. Default 500. */
@@ -76,6 +78,8 @@ export interface Drain {
   readonly onPaced: ((subscriptionId: string, wait: Duration.Duration) => Effect.Effect<void>) | undefined
   /** Once a minute per subscription at most. */
   readonly warn: (subscriptionId: string, message: string) => Effect.Effect<void>
+  /** The OAuth2 tokens of endpoints that want one, shared by every run of this worker. */
+  readonly tokens: EndpointTokens.EndpointTokens
 }
 
 const millis = (input: Duration.Input) => Duration.toMillis(Duration.fromInputUnsafe(input))
@@ -111,6 +115,7 @@ export const make = (options: DrainOptions) =>
       onRecorded: options.onRecorded ?? (() => Effect.void),
       onPaced: options.onPaced,
       warn: ThrottledWarnings.make(Duration.minutes(1)),
+      tokens: EndpointTokens.make(),
     } satisfies Drain
   })
 

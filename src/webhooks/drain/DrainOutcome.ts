@@ -54,8 +54,8 @@ const answerOf = ({ result }: Sent) =>
   result.status !== undefined ? `answered ${result.status}` : `failed (${result.errorClass ?? "error"})`
 
 /**
- * Refusals and redirects are the target's configuration: the operator hears of them, once a
- * minute per subscription. Only the origin is named: a URL's path may hold a secret.
+ * Refusals, redirects and token failures are the target's configuration: the operator hears of
+ * them, once a minute per subscription. Only the origin is named: a URL's path may hold a secret.
  */
 const warnAbout = (drain: Drain, subscriptionId: string, { delivery, result }: Sent) => {
   const target = targetOf(subscriptionId, delivery.url)
@@ -69,7 +69,13 @@ const warnAbout = (drain: Drain, subscriptionId: string, { delivery, result }: S
           subscriptionId,
           `${target}: the endpoint answered ${result.status}, and redirects are not followed; its deliveries wait for retries`,
         )
-      : Effect.void
+      : result.errorClass === "auth_token"
+        ? // The body is `OAuthTokenFailed`'s message: token URL, reason, the server's error; never the secret.
+          drain.warn(
+            subscriptionId,
+            `${target}: no OAuth2 token, so nothing was sent: ${result.body}; its deliveries wait for retries`,
+          )
+        : Effect.void
 }
 
 const lastAnswer = ({ result }: Sent) => ({ status: result.status ?? null, errorClass: result.errorClass ?? null })

@@ -41,7 +41,7 @@
  * out, and joins the queue behind anything put back.
  */
 import { Clock, Effect, type Redacted } from "effect"
-import * as OutboundSender from "../../outbound/OutboundSender.ts"
+import * as IdentityConnections from "../../outbound/IdentityConnections.ts"
 import type { Drain } from "./Drain.ts"
 import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
 
@@ -68,8 +68,11 @@ export interface Run {
   readonly attempt: number
   /** When the run began (by its `Clock`): it snoozes 0 after `Drain.maxRunMillis`. */
   readonly start: number
-  /** Keep-alive connections and opened secrets, shared by the run's requests. */
-  readonly connections: OutboundSender.Connections
+  /**
+   * Keep-alive connections (one pool per TLS identity, `EndpointAccess`) and opened secrets,
+   * shared by the run's requests.
+   */
+  readonly connections: IdentityConnections.IdentityConnections
   readonly secrets: ReadonlyMap<string, Redacted.Redacted<string>>
   /** Steps taken: it snoozes 0 after `Drain.maxDeliveries`. */
   readonly steps: number
@@ -126,7 +129,7 @@ export const make = (drain: Drain, subscriptionId: string, job: bigint, attempt:
       attempt,
       start,
       // Closed when the run ends: no connection outlives the run whose sends checked it.
-      connections: yield* OutboundSender.connections(drain.config.policy),
+      connections: yield* IdentityConnections.make(drain.config.policy),
       secrets: new Map(),
       steps: 0,
       queue: [],

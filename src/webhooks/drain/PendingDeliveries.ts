@@ -53,6 +53,15 @@ export interface PendingDelivery {
   readonly rateLimit: number | null
   /** Extra request headers as stored, as of this read (`SubscriptionOptions.usable` makes them safe to send). */
   readonly headers: Readonly<Record<string, unknown>>
+  /** The endpoint's OAuth2 client credentials (`EndpointCredentials`), as of this read; all null: none. */
+  readonly authTokenUrl: string | null
+  readonly authClientId: string | null
+  readonly authSecretSealed: string | null
+  readonly authScope: string | null
+  /** The sealed client certificate and key; null: none. */
+  readonly tlsClientSealed: string | null
+  /** CA certificates (PEM) trusted instead of the system's; null: the system's. */
+  readonly tlsCa: string | null
   readonly present: boolean
   /**
    * Not found, but its event's time lies outside the read's `EventWindow`, so the event may be
@@ -138,6 +147,9 @@ const pendingCtes = (
            s.failing_first_at AS "failingFirstAt", s.failing_clock_at AS "failingClockAt",
            s.degraded_at IS NOT NULL AS degraded,
            s.numbered_by AS "tokenSeen", s.rate_limit AS "rateLimit", s.headers,
+           s.auth_token_url AS "authTokenUrl", s.auth_client_id AS "authClientId",
+           s.auth_client_secret_sealed AS "authSecretSealed", s.auth_scope AS "authScope",
+           s.tls_client_sealed AS "tlsClientSealed", s.tls_ca AS "tlsCa",
            e.seq IS NOT NULL AS present, e.seq IS NULL AND ${outside(drain.sql, read.window)} AS unsure, e.type, e.space_id AS space, e.occurred_at AS "occurredAt", e.trace_parent AS "traceParent", e.payload,
            EXISTS (SELECT 1 FROM webhook_subscription_spaces AS ss
                    WHERE ss.subscription_id = s.id AND ss.space_id = e.space_id) AS scoped,

@@ -2,20 +2,22 @@
  * What a receiver gets for one delivery: the JSON envelope (`version`, `type`, `timestamp`,
  * `epoch`, `sequence`, `space`, `data`), signed with the subscription's secrets under the Standard Webhooks
  * headers (`WebhookSignature`), with the subscription's extra headers (`SubscriptionOptions`)
- * beneath them, POSTed through the run's checked connections.
+ * beneath them, POSTed through the run's checked connections for the endpoint's TLS identity,
+ * with its OAuth2 bearer token when it wants one (`EndpointAccess`).
  *
  * What it keeps true: the `webhook-id` comes from the delivery's epoch, subscription and number,
  * so a re-send is the same message to the receiver; a rotated-out secret signs too until its
  * overlap ends; secrets stay `Redacted` and are opened once per run. Nothing goes on record here.
  */
-import { Clock, Effect, Option, Schema, type Tracer } from "effect"
-import * as SecretBox from "../../crypto/SecretBox.ts"
+import { Clock, Effect, Option, Redacted, Schema, type Tracer } from "effect"
+import type { OAuthTokenFailed } from "../../outbound/OAuthClientCredentials.ts"
 import * as OutboundSender from "../../outbound/OutboundSender.ts"
+import { storable } from "../../platform/StorableText.ts"
 import * as TraceParent from "../../platform/TraceParent.ts"
 import * as SubscriptionOptions from "../subscriptions/SubscriptionOptions.ts"
 import type { Drain } from "./Drain.ts"
 import type { Run } from "./DrainRunState.ts"
-import * as RunState from "./DrainRunState.ts"
+import { bearer, connectionsFor, openSecret } from "./EndpointAccess.ts"
 import type { PendingDelivery, Sent } from "./PendingDeliveries.ts"
 import * as WebhookSignature from "./WebhookSignature.ts"
 
@@ -64,20 +66,6 @@ export const body = (d: BodySource, sequence: bigint): string =>
     data: d.payload,
   } satisfies Record<keyof typeof Envelope.Type, unknown>)
 
-/** Opens a sealed secret once per run; one that does not open is the operator's to hear of. */
-const openSecret = (drain: Drain, run: Run, sealed: string) =>
-  Effect.gen(function* () {
-    const known = run.secrets.get(sealed)
-    if (known !== undefined) return known
-    const opened = yield* SecretBox.open(drain.config.secretKey, sealed).pipe(
-      Effect.tapError((e) =>
-        drain.warn(run.subscriptionId, `webhooks: subscription ${run.subscriptionId}: ${e.message}; nothing is sent`),
-      ),
-    )
-    RunState.secretOpened(run, sealed, opened)
-    return opened
-  })
-
 /** The secrets that sign a request at `now`: the current one, and the previous one within its overlap. */
 const secretsFor = (drain: Drain, run: Run, d: PendingDelivery, now: number) =>
   Effect.gen(function* () {
@@ -108,6 +96,53 @@ export const send = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigin
     attempt(drain, run, d, sequence).pipe(attemptSpan(run, d, job)),
   )
 
+/** The token a request carries, or the token failure that keeps it from going out. */
+type Bearer =
+  | { readonly _tag: "Token"; readonly token: Option.Option<Redacted.Redacted<string>> }
+  | { readonly _tag: "TokenFailed"; readonly error: OAuthTokenFailed }
+
+const bearerOf = (drain: Drain, run: Run, d: PendingDelivery, stale?: Redacted.Redacted<string>) =>
+  bearer(drain, run, d, stale).pipe(
+    Effect.map((token): Bearer => ({ _tag: "Token", token })),
+    Effect.catchTag("OAuthTokenFailed", (error) => Effect.succeed<Bearer>({ _tag: "TokenFailed", error })),
+  )
+
+/** A token that could not be had: the attempt's outcome, with no request sent (`auth_token`). */
+const tokenFailed = (error: OAuthTokenFailed, started: number) =>
+  Effect.map(
+    Clock.currentTimeMillis,
+    (now): OutboundSender.SendResult => ({
+      status: undefined,
+      errorClass: "auth_token",
+      body: storable(error.message, 2000),
+      truncated: false,
+      durationMs: now - started,
+      retryAfter: undefined,
+    }),
+  )
+
+/**
+ * POSTs with the endpoint's token, if it wants one. A 401 to a request that carried a token
+ * replaces that token once (`EndpointTokens`) and sends once more: the attempt's answer is the
+ * second one.
+ */
+const postAuthorized = (
+  drain: Drain,
+  run: Run,
+  d: PendingDelivery,
+  started: number,
+  post: (token: Option.Option<Redacted.Redacted<string>>) => Effect.Effect<OutboundSender.SendResult>,
+) =>
+  Effect.gen(function* () {
+    const first = yield* bearerOf(drain, run, d)
+    if (first._tag === "TokenFailed") return yield* tokenFailed(first.error, started)
+    const answer = yield* post(first.token)
+    if (answer.status !== 401 || Option.isNone(first.token)) return answer
+    const again = yield* bearerOf(drain, run, d, first.token.value)
+    if (again._tag === "TokenFailed") return yield* tokenFailed(again.error, started)
+    return yield* post(again.token)
+  })
+
 const attempt = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigint) =>
   Effect.gen(function* () {
     const payload = body(d, sequence)
@@ -118,23 +153,27 @@ const attempt = (drain: Drain, run: Run, d: PendingDelivery, sequence: bigint) =
       yield* secretsFor(drain, run, d, started),
     )
     const traceparent = drain.config.traceparent === true ? yield* TraceParent.current : null
-    const result = yield* OutboundSender.send(
-      {
-        url: d.url,
-        // The subscription's extra headers first: the signature's and ours are set after them, so
-        // none can be replaced, whatever a row holds.
-        headers: {
-          ...SubscriptionOptions.usable(d.headers),
-          ...headers,
-          "content-type": "application/json",
-          ...(traceparent === null ? {} : { traceparent }),
+    const connections = yield* connectionsFor(drain, run, d)
+    const post = (token: Option.Option<Redacted.Redacted<string>>) =>
+      OutboundSender.send(
+        {
+          url: d.url,
+          // The subscription's extra headers first: the signature's and ours are set after them, so
+          // none can be replaced, whatever a row holds.
+          headers: {
+            ...SubscriptionOptions.usable(d.headers),
+            ...headers,
+            "content-type": "application/json",
+            ...(traceparent === null ? {} : { traceparent }),
+            ...(Option.isSome(token) ? { authorization: `Bearer ${Redacted.value(token.value)}` } : {}),
+          },
+          body: payload,
         },
-        body: payload,
-      },
-      drain.config.policy,
-      {},
-      run.connections,
-    )
+        drain.config.policy,
+        {},
+        connections,
+      )
+    const result = yield* postAuthorized(drain, run, d, started, post)
     const answered = yield* Clock.currentTimeMillis
     const ok = result.status !== undefined && result.status >= 200 && result.status < 300
     return { delivery: d, started, answered, result, ok } satisfies Sent

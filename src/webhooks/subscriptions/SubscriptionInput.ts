@@ -2,10 +2,12 @@
  * What a subscription is made of, as a caller gives it (`NewSubscription`, `SubscriptionPatch`)
  * and reads it back (`Subscription`). Decoding refuses a bad field before any SQL runs, naming it
  * (`scope[3]`, `eventTypes[0]`, `filter.and[1].path`): event types are exact types or patterns
- * (`EventTypePatterns`), the filter is checked by `PayloadFilter`.
+ * (`EventTypePatterns`), the filter is checked by `PayloadFilter`, endpoint credentials by
+ * `EndpointCredentials` (whose secrets a `Subscription` never shows).
  */
 import { Schema } from "effect"
 import { storableCheck } from "../../platform/StorableText.ts"
+import { fields as credentialFields, type EndpointAuthView } from "./EndpointCredentials.ts"
 import { EventTypeOrPattern } from "./EventTypePatterns.ts"
 import { type Filter, PayloadFilter } from "./PayloadFilter.ts"
 import { ExtraHeaders, RateLimit } from "./SubscriptionOptions.ts"
@@ -35,6 +37,8 @@ const changeable = {
   headers: Schema.optional(ExtraHeaders),
   /** Only events whose payload it matches (`PayloadFilter`); null or absent: every payload. */
   filter: Schema.optional(Schema.NullOr(PayloadFilter)),
+  /** OAuth2 client credentials, a client certificate, a custom CA (`EndpointCredentials`); null or absent: none. */
+  ...credentialFields,
 }
 
 export const NewSubscription = Schema.Struct({ owner: Text, ...changeable })
@@ -49,10 +53,14 @@ export const SubscriptionPatch = Schema.Struct({
   headers: changeable.headers,
   /** A new filter; `null` removes it. */
   filter: changeable.filter,
+  /** New endpoint credentials, each replacing the stored one whole; `null` removes it. */
+  auth: changeable.auth,
+  mtls: changeable.mtls,
+  ca: changeable.ca,
 })
 export type SubscriptionPatch = typeof SubscriptionPatch.Type
 
-export interface Subscription {
+export interface Subscription extends EndpointAuthView {
   readonly id: string
   readonly owner: string
   readonly url: string

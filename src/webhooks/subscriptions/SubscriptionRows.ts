@@ -9,6 +9,7 @@
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import * as EventLog from "../../log/EventLog.ts"
+import type { Columns } from "./EndpointCredentials.ts"
 import { likePatterns } from "./EventTypePatterns.ts"
 import { compile, type Filter } from "./PayloadFilter.ts"
 import type { NewSubscription, Subscription, SubscriptionPatch } from "./SubscriptionInput.ts"
@@ -21,17 +22,27 @@ const filterColumns = (filter: unknown) =>
     : { json: JSON.stringify(filter), path: compile(filter as Filter) }
 
 /** The subscription row and its scope, in one transaction; its cursor starts at the log's head. */
-export const insertSubscription = (sql: SqlClient.SqlClient, valid: NewSubscription, url: URL, sealed: string) =>
+export const insertSubscription = (
+  sql: SqlClient.SqlClient,
+  valid: NewSubscription,
+  url: URL,
+  sealed: string,
+  credentials: Columns,
+) =>
   sql.withTransaction(
     Effect.gen(function* () {
       const filter = filterColumns(valid.filter)
+      const { auth } = credentials
       const [row] = yield* sql<{ id: string }>`
         INSERT INTO webhook_subscriptions
           (owner, url, secret_sealed, event_types, type_patterns, filter, filter_path, started_seq, last_delivered_seq,
-           rate_limit, headers)
+           rate_limit, headers, auth_token_url, auth_client_id, auth_client_secret_sealed, auth_scope,
+           tls_client_sealed, tls_ca)
         SELECT ${valid.owner}, ${url.toString()}, ${sealed}, ${valid.eventTypes as Array<string>}::text[],
                ${likePatterns(valid.eventTypes)}::text[], ${filter.json}::jsonb, ${filter.path}::jsonpath,
-               head.seq, head.seq, ${valid.rateLimit ?? null}, ${JSON.stringify(normalize(valid.headers ?? {}))}::jsonb
+               head.seq, head.seq, ${valid.rateLimit ?? null}, ${JSON.stringify(normalize(valid.headers ?? {}))}::jsonb,
+               ${auth?.tokenUrl ?? null}, ${auth?.clientId ?? null}, ${auth?.secretSealed ?? null}, ${auth?.scope ?? null},
+               ${credentials.tlsClientSealed ?? null}, ${credentials.tlsCa ?? null}
         FROM (SELECT ${EventLog.headSeq(sql)} AS seq) AS head
         RETURNING id::text`
       yield* insertScope(sql, row!.id, valid.scope)
@@ -50,11 +61,13 @@ export const updateSubscription = (
   id: string,
   patch: SubscriptionPatch,
   url: URL | undefined,
+  credentials: Columns,
 ) =>
   sql.withTransaction(
     Effect.gen(function* () {
       const types = patch.eventTypes as Array<string> | undefined
       const filter = filterColumns(patch.filter)
+      const { auth, tlsClientSealed, tlsCa } = credentials
       const rows = yield* sql`
         UPDATE webhook_subscriptions SET
           url = coalesce(${url?.toString() ?? null}, url),
@@ -63,7 +76,10 @@ export const updateSubscription = (
           filter = CASE WHEN ${patch.filter !== undefined} THEN ${filter.json}::jsonb ELSE filter END,
           filter_path = CASE WHEN ${patch.filter !== undefined} THEN ${filter.path}::jsonpath ELSE filter_path END,
           rate_limit = CASE WHEN ${patch.rateLimit !== undefined} THEN ${patch.rateLimit ?? null}::float8 ELSE rate_limit END,
-          headers = coalesce(${patch.headers === undefined ? null : JSON.stringify(normalize(patch.headers))}::jsonb, headers)
+          headers = coalesce(${patch.headers === undefined ? null : JSON.stringify(normalize(patch.headers))}::jsonb, headers),
+          ${authSet(sql, auth)},
+          tls_client_sealed = CASE WHEN ${tlsClientSealed !== undefined} THEN ${tlsClientSealed ?? null} ELSE tls_client_sealed END,
+          tls_ca = CASE WHEN ${tlsCa !== undefined} THEN ${tlsCa ?? null} ELSE tls_ca END
         WHERE id = ${id}::uuid RETURNING id`
       if (rows.length === 0) return false
       if (patch.scope !== undefined) {
@@ -74,6 +90,13 @@ export const updateSubscription = (
     }),
   )
 
+/** The OAuth2 columns an update sets: all four together, or none when the patch leaves `auth` out. */
+const authSet = (sql: SqlClient.SqlClient, auth: Columns["auth"]) =>
+  auth === undefined
+    ? sql`auth_token_url = auth_token_url`
+    : sql`auth_token_url = ${auth?.tokenUrl ?? null}, auth_client_id = ${auth?.clientId ?? null},
+          auth_client_secret_sealed = ${auth?.secretSealed ?? null}, auth_scope = ${auth?.scope ?? null}`
+
 /** The subscriptions `where` selects, in id order, at most `limit`. */
 export const selectSubscriptions = (sql: SqlClient.SqlClient, where: Statement.Fragment, limit: number) =>
   Effect.map(
@@ -81,6 +104,11 @@ export const selectSubscriptions = (sql: SqlClient.SqlClient, where: Statement.F
       SELECT s.id::text, s.owner, s.url, s.event_types AS "eventTypes", s.filter, s.state, s.disabled_cause AS "disabledCause",
              s.degraded_at AS "degradedSince", s.started_seq AS "startedSeq", s.last_delivered_seq AS "lastDeliveredSeq",
              s.last_sequence AS "lastSequence", s.rate_limit AS "rateLimit", s.headers,
+             -- Whether credentials are set, and the OAuth2 grant without its secret: nothing secret is read.
+             CASE WHEN s.auth_token_url IS NOT NULL
+                  THEN jsonb_build_object('type', 'oauth2', 'tokenUrl', s.auth_token_url, 'clientId', s.auth_client_id,
+                                          'scope', s.auth_scope) END AS auth,
+             s.tls_client_sealed IS NOT NULL AS mtls, s.tls_ca IS NOT NULL AS ca,
              (SELECT array_agg(space_id ORDER BY space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id)
                AS scope
       FROM webhook_subscriptions AS s WHERE ${where} ORDER BY s.id LIMIT ${limit}`,

@@ -5,7 +5,9 @@
  * types and patterns such as `order.*`; none: all types) and optionally by payload (`PayloadFilter`),
  * and covers a set of spaces; it receives the events committed after its creation, in seq order. Its signing secret (`whsec_...`) is shown once, at creation or rotation, is `Redacted` in
  * code, and is stored sealed (AES-256-GCM) so a database dump alone does not reveal it. After a
- * rotation the old secret stays valid for 24 h and deliveries are signed with both.
+ * rotation the old secret stays valid for 24 h and deliveries are signed with both. An endpoint
+ * that asks more than a signature gets it (`EndpointCredentials`): an OAuth2 bearer token, a client
+ * certificate, a private CA; their secrets are sealed the same way and never shown again.
  *
  * An update changes the target, the filter, the scope or the delivery options
  * (`SubscriptionOptions`) in one transaction; deliveries already created keep their events, and
@@ -32,6 +34,7 @@ import { firstIssue } from "../../platform/FieldIssue.ts"
 import { isUuid } from "../../platform/Uuid.ts"
 import { WebhookConfig } from "../WebhookConfig.ts"
 import * as DeliveryHistory from "./DeliveryHistory.ts"
+import * as EndpointCredentials from "./EndpointCredentials.ts"
 import { unknownName } from "./EventTypePatterns.ts"
 import { NewSubscription, type Subscription, SubscriptionPatch } from "./SubscriptionInput.ts"
 import { type Resumed, resume, type SeqNotInLog } from "./SubscriptionResume.ts"
@@ -41,6 +44,7 @@ import { insertSubscription, selectSubscription, selectSubscriptions, updateSubs
 import { type DisabledCause, disable, stop } from "./SubscriptionStates.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
 
+export { type EndpointAuthView, InvalidEndpointCredentials } from "./EndpointCredentials.ts"
 export { type Resumed, SeqNotInLog } from "./SubscriptionResume.ts"
 
 /** How long a rotated-out secret keeps signing. */
@@ -100,7 +104,7 @@ export class WebhookSubscriptions extends Context.Service<
       input: NewSubscription,
     ) => Effect.Effect<
       { readonly id: string; readonly secret: Redacted.Redacted<string> },
-      InvalidSubscription | UnsafeWebhookTarget | SqlError
+      InvalidSubscription | UnsafeWebhookTarget | EndpointCredentials.InvalidEndpointCredentials | SqlError
     >
     readonly get: (id: string) => Effect.Effect<Subscription, SubscriptionNotFound | SqlError>
     /** One page, in id order (a cursor that does not change as subscriptions come and go). */
@@ -109,7 +113,14 @@ export class WebhookSubscriptions extends Context.Service<
     readonly update: (
       id: string,
       patch: SubscriptionPatch,
-    ) => Effect.Effect<Subscription, InvalidSubscription | UnsafeWebhookTarget | SubscriptionNotFound | SqlError>
+    ) => Effect.Effect<
+      Subscription,
+      | InvalidSubscription
+      | UnsafeWebhookTarget
+      | EndpointCredentials.InvalidEndpointCredentials
+      | SubscriptionNotFound
+      | SqlError
+    >
     /**
      * Disables it (cause `manual`) and appends its `bothy.subscription.disabled` event in one
      * transaction; with no log partition for the time, neither happens (`EventLogPartitionMissing`).
@@ -156,9 +167,16 @@ export class WebhookSubscriptions extends Context.Service<
         )
         yield* knownTypes(valid.eventTypes)
         const url = yield* validateUrl(valid.url, config.policy)
+        yield* EndpointCredentials.check(valid, config.policy)
         const secret = WebhookSecret.generate()
         const sealed = SecretBox.seal(config.secretKey, secret)
-        const id = yield* insertSubscription(sql, valid, url, sealed)
+        const id = yield* insertSubscription(
+          sql,
+          valid,
+          url,
+          sealed,
+          EndpointCredentials.columns(config.secretKey, valid),
+        )
         return { id, secret }
       })
 
@@ -192,7 +210,10 @@ export class WebhookSubscriptions extends Context.Service<
         )
         yield* knownTypes(valid.eventTypes ?? [])
         const url = valid.url === undefined ? undefined : yield* validateUrl(valid.url, config.policy)
-        if (!(yield* updateSubscription(sql, id, valid, url))) return yield* new SubscriptionNotFound({ id })
+        yield* EndpointCredentials.check(valid, config.policy)
+        const credentials = EndpointCredentials.columns(config.secretKey, valid)
+        if (!(yield* updateSubscription(sql, id, valid, url, credentials)))
+          return yield* new SubscriptionNotFound({ id })
         return yield* get(id)
       })
 
