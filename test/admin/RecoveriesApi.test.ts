@@ -55,6 +55,8 @@ layer(Live, { excludeTestServices: true })("the admin API's recoveries", (it) =>
         // Nothing runs yet: disabling ends the three deliveries (dead, `disabled:manual`).
         yield* webhooks.disable(sub.id)
         yield* webhooks.enable(sub.id)
+        // A round reads past the disable's own `bothy.subscription.disabled` event.
+        yield* TestWebhooks.round()
 
         const inverted = yield* carol.post("/v1/recoveries", {
           since: "2026-12-02T00:00:00Z",
