@@ -17,6 +17,7 @@ import * as Jobs from "../../jobs/Jobs.ts"
 import { eventAt } from "../../log/EventLog.ts"
 import type * as OutboundSender from "../../outbound/OutboundSender.ts"
 import { column } from "../../platform/SqlArrays.ts"
+import * as OperationalEvents from "../subscriptions/OperationalEvents.ts"
 import * as SubscriptionHealth from "../subscriptions/SubscriptionHealth.ts"
 import * as WebhookMetrics from "../WebhookMetrics.ts"
 import { type Drain, withSql } from "./Drain.ts"
@@ -335,17 +336,40 @@ export const endLeftovers = (sql: SqlClient.SqlClient, subscriptionId: string, d
 export const attemptsBy = (outcome: string) =>
   Metric.update(Metric.withAttributes(WebhookMetrics.attempts, { outcome }), 1)
 
-/** Dead without a request; `last_delivered_seq` moves past it so it never blocks the queue. */
+/**
+ * Dead without a request; `last_delivered_seq` moves past it so it never blocks the queue. Its
+ * `bothy.delivery.dead` event (`OperationalEvents`) is appended in the same transaction.
+ */
 export const suppress = (drain: Drain, subscriptionId: string, d: PendingDelivery, reason: "permission" | "scope") =>
   Effect.gen(function* () {
-    yield* drain.sql`
-      WITH dead AS (
-        UPDATE webhook_deliveries SET state = 'dead', dead_reason = ${reason}, finished_at = clock_timestamp()
-        WHERE id = ${d.deliveryId} AND state = 'pending'
-        RETURNING event_seq
-      )
-      UPDATE webhook_subscriptions AS s SET last_delivered_seq = greatest(s.last_delivered_seq, dead.event_seq)
-      FROM dead WHERE s.id = ${subscriptionId}::uuid`
+    const report = OperationalEvents.reportsDeath(d.type)
+    yield* drain.sql.withTransaction(
+      Effect.gen(function* () {
+        const died = yield* drain.sql<{ owner: string }>`
+          WITH dead AS (
+            UPDATE webhook_deliveries SET state = 'dead', dead_reason = ${reason}, finished_at = clock_timestamp()
+            WHERE id = ${d.deliveryId} AND state = 'pending'
+            RETURNING event_seq
+          )
+          UPDATE webhook_subscriptions AS s SET last_delivered_seq = greatest(s.last_delivered_seq, dead.event_seq)
+          FROM dead WHERE s.id = ${subscriptionId}::uuid
+          RETURNING s.owner`
+        if (!report || died.length === 0) return
+        yield* withSql(
+          drain,
+          OperationalEvents.append([
+            OperationalEvents.deadDeliveryEvent({
+              subscription: subscriptionId,
+              owner: died[0]!.owner,
+              delivery: String(d.deliveryId),
+              eventSeq: String(d.eventSeq),
+              space: d.space ?? "",
+              reason,
+            }),
+          ]),
+        )
+      }),
+    )
     yield* drain.onRecorded(subscriptionId)
     yield* Metric.update(WebhookMetrics.suppressed, 1)
     yield* attemptsBy("suppressed")

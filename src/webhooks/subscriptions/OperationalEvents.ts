@@ -6,7 +6,8 @@
  *
  * What it keeps true:
  * - one exists exactly when the change it reports happened: `append` is called inside the
- *   transaction that makes the change (disable, degrade, recover), so a rollback leaves neither;
+ *   transaction that makes the change (disable, degrade, recover, a delivery's death without a
+ *   request), so a rollback leaves neither;
  * - its space is the owner principal, so it reaches the owner's subscriptions whose scope holds
  *   their own principal (and whose owner holds `webhook_out.deliver` on it), and nobody else's
  *   unless the host grants it;
@@ -31,6 +32,7 @@ export const prefix = "bothy."
 export const subscriptionDisabled = "bothy.subscription.disabled"
 export const subscriptionDegraded = "bothy.subscription.degraded"
 export const subscriptionRecovered = "bothy.subscription.recovered"
+export const deliveryDead = "bothy.delivery.dead"
 
 /** The actor of every operational event. */
 export const actor = "bothy"
@@ -48,6 +50,23 @@ export interface Disabled {
   readonly lastStatus: number | null
   /** The last request's error class (`timeout`, `connect`, ...), when it got no answer. */
   readonly lastError: string | null
+}
+
+/**
+ * What a delivery that went dead on its own reports: one that was never sent because, at its turn,
+ * the owner had no right on its space or the space had left the subscription's scope. Deliveries
+ * ended by a disable are counted in that disable's event (`deliveriesEnded`) instead.
+ */
+export interface DeadDelivery {
+  readonly subscription: string
+  readonly owner: string
+  /** The delivery's id (what the admin API and `resend` name it by). */
+  readonly delivery: string
+  /** The seq of its event in the log (a string: a seq is a 64-bit integer). */
+  readonly eventSeq: string
+  /** The event's space: the one the owner may not read, or that left the scope. */
+  readonly space: string
+  readonly reason: "permission" | "scope"
 }
 
 /** The figures of a change of health: the failure rate over the window, as the threshold was judged. */
@@ -71,6 +90,15 @@ const event = (owner: string, type: string, payload: object): NewEvent => ({
 })
 
 export const disabledEvent = (d: Disabled) => event(d.owner, subscriptionDisabled, d)
+
+export const deadDeliveryEvent = (d: DeadDelivery) => event(d.owner, deliveryDead, d)
+
+/**
+ * Whether a delivery of an event of `type` that goes dead reports it. Not when the event is itself
+ * an operational one: two subscriptions of an owner that may not read their own space would
+ * otherwise report each other's dead reports to each other without end.
+ */
+export const reportsDeath = (type: string | null) => type !== null && !type.startsWith(prefix)
 
 export const healthEvent = (type: typeof subscriptionDegraded | typeof subscriptionRecovered, h: Health) =>
   event(h.owner, type, h)
@@ -118,6 +146,15 @@ const healthExample: Health = {
 }
 
 const nullableInt = { type: ["integer", "null"] } as const
+
+const deadExample: DeadDelivery = {
+  subscription: "0190a5c4-8d2e-7b3a-9c1f-3e5d7a9b1c2d",
+  owner: "acme",
+  delivery: "81234",
+  eventSeq: "4410297",
+  space: "acme-billing",
+  reason: "permission",
+}
 
 const healthSchema = {
   type: "object",
@@ -179,6 +216,25 @@ export const catalogEntries: ReadonlyArray<EventTypeEntry> = [
       "A degraded subscription's failure rate over the window fell below the threshold again. Sent in the owner's space, never to the subscription itself.",
     schema: healthSchema,
     example: { ...healthExample, failureRate: 0.2, failures: 4 } as never,
+    deprecated: false,
+    validated: false,
+  },
+  {
+    name: deliveryDead,
+    description:
+      "A delivery of the subscription went dead without a request: at its turn the owner had no right on the event's space (reason permission) or the space had left the subscription's scope (reason scope). The event's type and payload are not repeated. Not sent for deliveries of bothy.* events, nor for those a disable ended (bothy.subscription.disabled counts them). Sent in the owner's space, never to the subscription itself.",
+    schema: {
+      type: "object",
+      required: ["subscription", "owner", "delivery", "eventSeq", "space", "reason"],
+      properties: {
+        ...figures,
+        delivery: { type: "string", pattern: "^[0-9]+$", description: "the delivery's id" },
+        eventSeq: { type: "string", pattern: "^[0-9]+$", description: "the seq of its event in the log" },
+        space: { type: "string", description: "the event's space" },
+        reason: { enum: ["permission", "scope"] },
+      },
+    },
+    example: deadExample as never,
     deprecated: false,
     validated: false,
   },
