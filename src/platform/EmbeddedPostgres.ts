@@ -99,7 +99,7 @@ const stopLeftBehind = (dataDir: string) =>
     const whose = EmbeddedServerOwner.judge(dataDir, running)
     if (whose._tag === "Owned") {
       return yield* fail(
-        `another bothy (pid ${whose.owner}) runs its server (pid ${running}) on this data folder; stop it or use another BOTHY_HOME`,
+        `another bothy (pid ${whose.owner}) runs its server (pid ${running}) on this data folder; stop it, use another BOTHY_HOME, or reach that server with DATABASE_URL (the URL its start logged, with the password in .bothy/password)`,
       )
     }
     if (whose._tag === "Foreign") {

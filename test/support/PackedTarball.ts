@@ -1,5 +1,6 @@
 /**
- * The package as npm ships it: `npm run build`, then `npm pack` into a temporary folder, once per
+ * The package as npm ships it: `npm pack` into a temporary folder from a tree with no `dist/`, so
+ * the tarball holds what the `prepack` build made (a fresh clone has no `dist/` either), once per
  * test file, with the file list npm reports. Commands run to completion with the Node 24 that runs
  * vitest first in PATH, so `npm`, `tsc` and the `bothy` shim (whose shebangs say `env node`) do not
  * start the system Node; interrupting the fiber, or the time limit, kills the child.
@@ -93,7 +94,7 @@ export class PackedTarball extends Context.Service<
         Effect.promise(() => mkdtemp(join(tmpdir(), "bothy-pack-")).then((d) => realpath(d))),
         (d) => Effect.promise(() => rm(d, { recursive: true, force: true })),
       )
-      yield* run("npm run build", "npm", ["run", "build"], { cwd: root })
+      yield* Effect.promise(() => rm(join(root, "dist"), { recursive: true, force: true }))
       const packed = yield* run("npm pack", "npm", ["pack", "--json", "--pack-destination", dir], { cwd: root })
       const [pack] = yield* Schema.decodeEffect(PackResult)(packed.stdout)
       if (pack === undefined) return yield* Effect.die(`npm pack listed no tarball: ${packed.stdout}`)
