@@ -96,6 +96,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the event-type catal
         assert.deepStrictEqual(
           listed.body.items.map((t: { name: string }) => t.name),
           [
+            "bothy.delivery.dead",
             "bothy.subscription.degraded",
             "bothy.subscription.disabled",
             "bothy.subscription.recovered",

@@ -117,6 +117,7 @@ describe("bothy subscriptions", () => {
         assert.deepStrictEqual(
           jsonOf(yield* bothy(["event-types", "list", "--json"])).items.map((t: { name: string }) => t.name),
           [
+            "bothy.delivery.dead",
             "bothy.subscription.degraded",
             "bothy.subscription.disabled",
             "bothy.subscription.recovered",
@@ -154,7 +155,12 @@ describe("bothy subscriptions", () => {
         assert.strictEqual((yield* bothy(["event-types", "delete", "order.created"])).code, 0)
         assert.deepStrictEqual(
           jsonOf(yield* bothy(["event-types", "list", "--json"])).items.map((t: { name: string }) => t.name),
-          ["bothy.subscription.degraded", "bothy.subscription.disabled", "bothy.subscription.recovered"],
+          [
+            "bothy.delivery.dead",
+            "bothy.subscription.degraded",
+            "bothy.subscription.disabled",
+            "bothy.subscription.recovered",
+          ],
           "only the built-in types are left",
         )
       }),
