@@ -76,14 +76,14 @@ module.exports = {
       comment:
         "src/ops/ holds operations that span parts (restore finalize); no part imports it, only what composes parts as bin/ does (admin/, demo/)",
       severity: "error",
-      from: { path: "^src/", pathNot: "^src/(ops|bin|admin|demo)/|^src/index[.][jt]s$" },
+      from: { path: "^src/", pathNot: "^src/(ops|bin|admin|console|demo)/|^src/index[.][jt]s$" },
       to: { path: part("ops") },
     },
     {
       name: "admin-composes-parts",
       comment: "src/admin/ (the admin API) composes parts, like bin/: only bin/ and the entry import it",
       severity: "error",
-      from: { path: "^src/", pathNot: "^src/(admin|bin)/|^src/index[.][jt]s$" },
+      from: { path: "^src/", pathNot: "^src/(admin|bin|console)/|^src/index[.][jt]s$" },
       to: { path: part("admin") },
     },
     {

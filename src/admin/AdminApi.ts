@@ -44,6 +44,7 @@ import { RequestBodies, Unexpected } from "./AdminRequests.ts"
 import * as S from "./AdminSchemas.ts"
 import { EventTypesApi } from "./EventTypesApi.ts"
 import { FeedApi } from "./FeedApi.ts"
+import { PortalLinksApi } from "./PortalLinksApi.ts"
 import * as ReceiverWebhooks from "./ReceiverWebhooks.ts"
 import { RecoveriesApi } from "./RecoveriesApi.ts"
 
@@ -271,6 +272,7 @@ export class AdminApi extends HttpApi.make("bothy-admin")
   .add(JobsApi)
   .add(AccessApi)
   .add(EventTypesApi)
+  .add(PortalLinksApi)
   .middleware(RequestErrors)
   .middleware(RequestBodies)
   .middleware(AdminAuthorization)

@@ -77,21 +77,86 @@ export const loadToken = BothyConfig.variable(BothyConfig.envName("admin.token")
   unset: "for an API open on loopback only",
 })
 
+/** A change asked from another site's page (a forged form, a cross-site fetch): refused whatever it carries. */
+export class CrossSiteRequest extends Schema.TaggedError<CrossSiteRequest>()(
+  "CrossSiteRequest",
+  { detail: Schema.String },
+  { httpApiStatus: 403 },
+) {
+  override get message() {
+    return `refused: ${this.detail}`
+  }
+}
+
+const safeMethods = new Set(["GET", "HEAD", "OPTIONS"])
+
+/**
+ * Refuses a change that a browser says comes from another site (`Sec-Fetch-Site`, or an `Origin`
+ * naming another host). A client that is no browser (the CLI, a host's back end) sends neither and
+ * passes. This is what keeps an API open on loopback from being driven by any page the operator visits.
+ */
+export const refuseCrossSite = (
+  request: HttpServerRequest.HttpServerRequest,
+): Effect.Effect<void, CrossSiteRequest> => {
+  if (safeMethods.has(request.method)) return Effect.void
+  const site = request.headers["sec-fetch-site"]
+  if (site !== undefined && site !== "same-origin" && site !== "none") {
+    return Effect.fail(new CrossSiteRequest({ detail: `a ${request.method} from a ${site} page` }))
+  }
+  const origin = request.headers.origin
+  if (origin !== undefined && origin !== "null") {
+    const host = URL.canParse(origin) ? new URL(origin).host : ""
+    if (host !== request.headers.host) {
+      return Effect.fail(new CrossSiteRequest({ detail: `a ${request.method} from the page of ${origin}` }))
+    }
+  } else if (origin === "null") {
+    return Effect.fail(new CrossSiteRequest({ detail: `a ${request.method} from an opaque origin` }))
+  }
+  return Effect.void
+}
+
+/**
+ * A browser session that stands for a caller (the console's cookie): `None` when the request has
+ * none, and a failure when it has one but a change lacks the session's CSRF token. Optional: without
+ * it the API knows only `AdminAuth`.
+ */
+export class BrowserSessions extends Context.Service<
+  BrowserSessions,
+  {
+    readonly authenticate: (
+      request: HttpServerRequest.HttpServerRequest,
+    ) => Effect.Effect<Option.Option<Caller>, Unauthenticated>
+  }
+>()("bothy/admin/BrowserSessions") {}
+
 /** Runs `AdminAuth` before every endpoint and provides `CurrentCaller`; documented as bearer auth. */
 export class AdminAuthorization extends HttpApiMiddleware.Service<AdminAuthorization, { provides: CurrentCaller }>()(
   "bothy/admin/AdminAuthorization",
-  { security: { bearer: HttpApiSecurity.bearer }, error: Unauthenticated },
+  { security: { bearer: HttpApiSecurity.bearer }, error: [Unauthenticated, CrossSiteRequest] },
 ) {}
 
 export const authorizationLayer = Layer.effect(
   AdminAuthorization,
   Effect.gen(function* () {
     const auth = yield* AdminAuth
+    const sessions = yield* Effect.serviceOption(BrowserSessions)
+    const callerOf = (request: HttpServerRequest.HttpServerRequest) =>
+      Option.match(sessions, {
+        onNone: () => auth.authenticate(request),
+        onSome: (s) =>
+          Effect.flatMap(
+            s.authenticate(request),
+            Option.match({ onNone: () => auth.authenticate(request), onSome: Effect.succeed }),
+          ),
+      })
     return AdminAuthorization.of({
       // The host's mapping reads the request itself (a cookie, a header of its own), not only the bearer.
       bearer: (handler) =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
-          Effect.flatMap(auth.authenticate(request), (caller) => Effect.provideService(handler, CurrentCaller, caller)),
+          refuseCrossSite(request).pipe(
+            Effect.andThen(callerOf(request)),
+            Effect.flatMap((caller) => Effect.provideService(handler, CurrentCaller, caller)),
+          ),
         ),
     })
   }),

@@ -24,6 +24,7 @@ import { InvalidRequest, PushOff, unexpected } from "./AdminErrors.ts"
 import { defaultLimit, retried } from "./AdminSchemas.ts"
 import { eventTypes } from "./EventTypesHandlers.ts"
 import { feed } from "./FeedHandlers.ts"
+import { portalLinks } from "./PortalLinksHandlers.ts"
 import { recoveries } from "./RecoveriesHandlers.ts"
 
 const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers) =>
@@ -278,4 +279,5 @@ export const layer = Layer.mergeAll(
   access,
   feed,
   eventTypes,
+  portalLinks,
 )

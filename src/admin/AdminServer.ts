@@ -14,6 +14,8 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { HttpApiBuilder, HttpApiScalar, OpenApi } from "effect/http-api"
 import { SqlClient } from "effect/sql"
+import * as ConsoleRoutes from "../console/ConsoleRoutes.ts"
+import * as ConsoleSession from "../console/ConsoleSession.ts"
 import { EventTypeCatalog } from "../log/EventTypeCatalog.ts"
 import * as BothyConfig from "../platform/BothyConfig.ts"
 import * as ListenAddress from "../platform/ListenAddress.ts"
@@ -131,11 +133,20 @@ export const layer = <R = never>(address: ListenAddress.ListenAddress, options: 
         return yield* new AdminTokenRequired({ address: ListenAddress.format(address.value) })
       }
       const extra = options.extra ?? (Layer.empty as Layer.Layer<never, never, R>)
-      const api = routesWith(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes })
-      return ListenAddress.serve(address, Layer.mergeAll(api, StatusPage.layer({ auth }), extra), {
+      const api = routesWith(options.maxBodyBytes === undefined ? {} : { maxBodyBytes: options.maxBodyBytes }).pipe(
+        Layer.provide(ConsoleSession.browserSessionsLayer),
+      )
+      // Read here, so that a bad console setting stops the start with the setting named.
+      const sessions = yield* ConsoleSession.ConsoleSessions.load
+      const served = Layer.mergeAll(api, ConsoleRoutes.layer, StatusPage.layer({ auth }), extra).pipe(
+        Layer.provide(Layer.succeed(ConsoleSession.ConsoleSessions, sessions)),
+      )
+      return ListenAddress.serve(address, served, {
         announce: (url) =>
           Effect.andThen(
-            Effect.logInfo(`admin API served on ${url} (status page: ${url}/, docs: ${url}/docs)`),
+            Effect.logInfo(
+              `admin API served on ${url} (console: ${url}/console, status page: ${url}/, docs: ${url}/docs)`,
+            ),
             options.onServed?.(url) ?? Effect.void,
           ),
         unavailable: (address, reason) => new AdminAddressUnavailable({ address, reason }),

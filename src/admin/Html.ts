@@ -34,3 +34,12 @@ const render = (value: Value): string => {
 /** The template tag: literal parts are markup, values are escaped (see `Value`). */
 export const html = (strings: TemplateStringsArray, ...values: ReadonlyArray<Value>): Html =>
   make(strings.reduce((out, part, i) => out + part + (i < values.length ? render(values[i]!) : ""), ""))
+
+/**
+ * Data for a page's script, as `<script type="application/json">`: the browser never runs it, and
+ * `<`, `>` and `&` are escaped inside the JSON so that no value can close the element.
+ */
+export const jsonData = (value: unknown): Html =>
+  make(
+    `<script type="application/json">${JSON.stringify(value).replace(/[<>&\u2028\u2029]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)}</script>`,
+  )

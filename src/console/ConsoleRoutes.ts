@@ -1,0 +1,53 @@
+/**
+ * The console and the tenant portal at `/console` of the admin server: one set of pages, drawn for
+ * the viewer. The operator sees everything; a principal (through a portal link, or a host's own
+ * `AdminAuth`) sees its own subscriptions and the catalog, and every other page is a 404.
+ *
+ * The pages read through the same services as the admin API, and their actions call that API from
+ * the browser (`assets/console.js`), so what a principal may do is decided in one place.
+ */
+import { Effect, Layer } from "effect"
+import { HttpRouter, HttpServerResponse } from "effect/http"
+import * as ConsoleAssets from "./ConsoleAssets.ts"
+import { isOperator } from "./ConsoleLayout.ts"
+import * as ConsoleLogin from "./ConsoleLogin.ts"
+import { get, type Route, viewerOf } from "./ConsolePage.ts"
+import { ConsoleSessions } from "./ConsoleSession.ts"
+
+const home = get("/console", (request) =>
+  Effect.map(viewerOf(request), (found) =>
+    HttpServerResponse.redirect(
+      found._tag === "None"
+        ? "/console/login"
+        : isOperator(found.value.viewer)
+          ? "/console/overview"
+          : "/console/subscriptions",
+      { status: 303 },
+    ),
+  ),
+)
+
+/** Every console route. */
+export const routes = [...ConsoleLogin.routes, ConsoleAssets.route, home] as const
+
+type Needs = typeof routes extends ReadonlyArray<Route<infer R>> ? R : never
+
+/** Mounts `routes` with the services they need, taken when the layer is built. */
+export const mount = <R>(list: ReadonlyArray<Route<R>>) =>
+  Layer.unwrap(
+    Effect.map(Effect.context<R>(), (context) =>
+      HttpRouter.addAll(
+        list.map((route) =>
+          HttpRouter.route(route.method, route.path, (request) =>
+            Effect.provideContext(route.handler(request), context),
+          ),
+        ),
+      ),
+    ),
+  )
+
+/** The console's routes for an `HttpRouter`; needs `ConsoleSessions` and what the pages read. */
+export const layer = mount<Needs>(routes)
+
+/** `layer` with its sessions keyed from `WebhookConfig`. */
+export const layerWithSessions = Layer.provide(layer, ConsoleSessions.layer)
