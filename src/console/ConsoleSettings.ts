@@ -47,15 +47,25 @@ const frameAncestors = (raw: string) => {
     : Result.fail("expected 'none', 'self' or origins such as https://app.example.com, separated by spaces")
 }
 
+export const loadTitle = BothyConfig.setting("console.title", defaults.title, title)
+export const loadLogoUrl = BothyConfig.setting("console.logo_url", defaults.logoUrl, logoUrl)
+export const loadAccent = BothyConfig.setting("console.accent", defaults.accent, accent)
+export const loadFrameAncestors = BothyConfig.setting(
+  "console.frame_ancestors",
+  defaults.frameAncestors,
+  frameAncestors,
+)
+export const loadSessionSeconds = BothyConfig.setting(
+  "console.session_seconds",
+  String(defaults.sessionSeconds),
+  BothyConfig.parseCount(60, 7 * 24 * 3600),
+)
+
 /** The settings from the environment. */
 export const load = Effect.all({
-  title: BothyConfig.setting("console.title", defaults.title, title),
-  logoUrl: BothyConfig.setting("console.logo_url", defaults.logoUrl, logoUrl),
-  accent: BothyConfig.setting("console.accent", defaults.accent, accent),
-  frameAncestors: BothyConfig.setting("console.frame_ancestors", defaults.frameAncestors, frameAncestors),
-  sessionSeconds: BothyConfig.setting(
-    "console.session_seconds",
-    String(defaults.sessionSeconds),
-    BothyConfig.parseCount(60, 7 * 24 * 3600),
-  ),
+  title: loadTitle,
+  logoUrl: loadLogoUrl,
+  accent: loadAccent,
+  frameAncestors: loadFrameAncestors,
+  sessionSeconds: loadSessionSeconds,
 })

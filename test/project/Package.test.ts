@@ -309,7 +309,8 @@ const importedPackages = async (file: string) => {
 }
 
 /** What the tarball may hold: the built code and declarations, and four files at its root. */
-const shipped = /^dist\/(src|migrations)\/.+\.(js|d\.ts)$/
+// The console's script and styles are served from the package itself (no CDN).
+const shipped = /^dist\/(src|migrations)\/.+\.(js|d\.ts)$|^dist\/src\/console\/assets\/console\.(js|css)$/
 const rootFiles = ["CHANGELOG.md", "LICENSE", "README.md", "package.json"]
 
 layer(PackedTarball.layer, { excludeTestServices: true })("Package", (it) => {
@@ -320,7 +321,14 @@ layer(PackedTarball.layer, { excludeTestServices: true })("Package", (it) => {
         paths.filter((p) => !shipped.test(p) && !rootFiles.includes(p)),
         [],
       )
-      for (const path of [...rootFiles, "dist/src/index.js", "dist/src/index.d.ts", "dist/src/bin/bothy.js"]) {
+      for (const path of [
+        ...rootFiles,
+        "dist/src/index.js",
+        "dist/src/index.d.ts",
+        "dist/src/bin/bothy.js",
+        "dist/src/console/assets/console.js",
+        "dist/src/console/assets/console.css",
+      ]) {
         assert.include(paths, path)
       }
       assert.include(paths, `dist/migrations/${migrationNames[0]}.js`)

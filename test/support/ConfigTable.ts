@@ -23,6 +23,7 @@ import { join } from "node:path"
 import { ConfigProvider, Data, Effect, Layer, Option, Redacted } from "effect"
 import * as AdminAuth from "../../src/admin/AdminAuth.ts"
 import * as AdminServer from "../../src/admin/AdminServer.ts"
+import * as ConsoleSettings from "../../src/console/ConsoleSettings.ts"
 import * as SecretBox from "../../src/crypto/SecretBox.ts"
 import * as MetricsEndpoint from "../../src/ops/MetricsEndpoint.ts"
 import * as TargetPolicyConfig from "../../src/outbound/TargetPolicyConfig.ts"
@@ -159,6 +160,17 @@ export const meanings: ReadonlyArray<readonly [key: string, meaning: string]> = 
     "admin.max_body_bytes",
     "the largest request body the admin API reads, in bytes (1024 to 67108864); a larger one is a 413 before it is read",
   ],
+  ["console.title", "the console's and portal's title, 1 to 80 characters"],
+  ["console.logo_url", "a logo shown beside the title: an `https:` URL or a path on the admin server; empty for none"],
+  ["console.accent", "the console's colour (header, buttons), as `#rrggbb`"],
+  [
+    "console.frame_ancestors",
+    "who may show the console in a frame (CSP `frame-ancestors`): `'none'`, `'self'` or origins such as `https://app.example.com`, separated by spaces",
+  ],
+  [
+    "console.session_seconds",
+    "how long a console session lasts after sign-in, in seconds (60 to 604800); a portal link's session ends with the link",
+  ],
   [
     databaseUrl,
     "an external PostgreSQL, 15 to 18 (older is refused at start); TLS by libpq's `sslmode`/`sslrootcert` ([operations.md](operations.md#your-own-postgresql)); several hosts (`h1:5432,h2:5432`) for a primary and its standbys ([failover](operations.md#failover)); when set, no embedded server starts",
@@ -240,6 +252,11 @@ const probes: Record<string, Probe> = {
   "admin.address": read(AdminServer.loadAddress),
   "admin.token": read(AdminAuth.loadToken),
   "admin.max_body_bytes": read(AdminServer.loadMaxBodyBytes),
+  "console.title": read(ConsoleSettings.loadTitle),
+  "console.logo_url": read(ConsoleSettings.loadLogoUrl),
+  "console.accent": read(ConsoleSettings.loadAccent),
+  "console.frame_ancestors": read(ConsoleSettings.loadFrameAncestors),
+  "console.session_seconds": read(ConsoleSettings.loadSessionSeconds),
   [databaseUrl]: read(Database.external),
   [databaseDirectUrl]: read(Database.directUrl),
 }
