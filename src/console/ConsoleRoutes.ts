@@ -14,6 +14,8 @@ import * as ConsoleLogin from "./ConsoleLogin.ts"
 import { get, type Route, viewerOf } from "./ConsolePage.ts"
 import { ConsoleSessions } from "./ConsoleSession.ts"
 import * as LagSampler from "./LagSampler.ts"
+import * as EventTypesPage from "./pages/EventTypesPage.ts"
+import * as JobsPage from "./pages/JobsPage.ts"
 import * as OverviewPage from "./pages/OverviewPage.ts"
 
 const home = get("/console", (request) =>
@@ -30,7 +32,14 @@ const home = get("/console", (request) =>
 )
 
 /** Every console route. */
-export const routes = [...ConsoleLogin.routes, ConsoleAssets.route, home, OverviewPage.page] as const
+export const routes = [
+  ...ConsoleLogin.routes,
+  ConsoleAssets.route,
+  home,
+  OverviewPage.page,
+  JobsPage.page,
+  EventTypesPage.page,
+] as const
 
 type Needs = typeof routes extends ReadonlyArray<Route<infer R>> ? R : never
 

@@ -13,44 +13,12 @@ import * as Chromium from "../support/Chromium.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
+import { type Chart, drawnCharts, signIn } from "./ConsoleBrowser.ts"
 
 const screenshot = fileURLToPath(new URL("../../docs/img/console-overview.png", import.meta.url))
 
-interface Chart {
-  readonly series: ReadonlyArray<string>
-  readonly data: ReadonlyArray<ReadonlyArray<number | null>>
-}
-
 const total = (chart: Chart, label: string) =>
   chart.data[chart.series.indexOf(label) + 1]!.reduce<number>((a, v) => a + (v ?? 0), 0)
-
-/** Logs `page` in with the admin token and opens `path`. */
-export const signIn = (page: import("playwright-core").Page, base: string, path: string) =>
-  Effect.promise(async () => {
-    await page.goto(`${base}/console/login?next=${encodeURIComponent(path)}`)
-    await page.fill("#token", "t")
-    await Promise.all([page.waitForURL(`${base}${path}`), page.click("button[type=submit]")])
-  })
-
-/** What the page's charts hold, once drawn: `window.bothyCharts` without uPlot's objects. */
-export const drawnCharts = (page: import("playwright-core").Page) =>
-  Effect.promise(async () => {
-    // Each function runs in the page, so it names the window itself (the tests have no DOM types).
-    await page.waitForFunction(() => Object.keys((globalThis as unknown as Shown).bothyCharts ?? {}).length >= 3)
-    return await page.evaluate(() =>
-      Object.fromEntries(
-        Object.entries((globalThis as unknown as Shown).bothyCharts).map(([name, c]) => [
-          name,
-          { series: c.series, data: c.data },
-        ]),
-      ),
-    )
-  })
-
-/** The page's window as the console's script leaves it. */
-interface Shown {
-  readonly bothyCharts: Record<string, Chart>
-}
 
 // Quick retries, so the failed attempts are followed by the ones that deliver within the test.
 layer(TestWebhooks.layer({ retrySteps: [Duration.millis(20)] }), { excludeTestServices: true })(
