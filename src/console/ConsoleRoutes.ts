@@ -17,6 +17,7 @@ import * as LagSampler from "./LagSampler.ts"
 import * as EventTypesPage from "./pages/EventTypesPage.ts"
 import * as JobsPage from "./pages/JobsPage.ts"
 import * as OverviewPage from "./pages/OverviewPage.ts"
+import * as PushPage from "./pages/PushPage.ts"
 
 const home = get("/console", (request) =>
   Effect.map(viewerOf(request), (found) =>
@@ -38,6 +39,7 @@ export const routes = [
   home,
   OverviewPage.page,
   JobsPage.page,
+  PushPage.page,
   EventTypesPage.page,
 ] as const
 
