@@ -2,6 +2,8 @@
  * What the console's browser tests share: logging a Chromium page in with the admin token, and
  * reading what the page's charts hold (`window.bothyCharts`, as `assets/console.js` leaves it).
  */
+import { mkdirSync } from "node:fs"
+import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
 import type { Page } from "playwright-core"
 
@@ -36,4 +38,11 @@ export const drawnCharts = (page: Page) =>
 /** The page's window as the console's script leaves it. */
 interface Shown {
   readonly bothyCharts: Record<string, Chart>
+}
+
+/** A path for a screenshot in test/artifacts/ (git-ignored), the folder made. */
+export const artifact = (name: string) => {
+  const folder = fileURLToPath(new URL("../artifacts/", import.meta.url))
+  mkdirSync(folder, { recursive: true })
+  return `${folder}${name}`
 }

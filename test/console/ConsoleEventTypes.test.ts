@@ -11,7 +11,7 @@ import { AdminAuth } from "../../src/admin/AdminAuth.ts"
 import * as Chromium from "../support/Chromium.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import { signIn } from "./ConsoleBrowser.ts"
+import { artifact, signIn } from "./ConsoleBrowser.ts"
 
 const example = { order: { id: "o-17", total: 42.5 }, note: `<img src=x id="injected">` }
 
@@ -65,6 +65,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the console's event 
         const response = yield* Effect.promise(() => portal.goto(`${base}/console/event-types`))
         assert.strictEqual(response?.status(), 200)
         yield* shows(portal, "principal")
+        yield* Effect.promise(() => portal.screenshot({ path: artifact("console-event-types.png"), fullPage: true }))
         // The overview is the operator's: a 404 to the principal.
         const overview = yield* Effect.promise(() => portal.goto(`${base}/console/overview`))
         assert.strictEqual(overview?.status(), 404)

@@ -14,7 +14,7 @@ import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import * as Chromium from "../support/Chromium.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import { signIn } from "./ConsoleBrowser.ts"
+import { artifact, signIn } from "./ConsoleBrowser.ts"
 
 const failing = JobKind.make({
   kind: "console.fails",
@@ -104,6 +104,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the console's jobs p
           1,
           "a cancelled job can only be retried",
         )
+        yield* Effect.promise(() => page.screenshot({ path: artifact("console-jobs.png"), fullPage: true }))
         assert.deepStrictEqual(confirmations, [
           `Run job ${failed!.id} (${failing.kind}) again now?`,
           `Cancel job ${later!.id} (console.later)? It will not run.`,

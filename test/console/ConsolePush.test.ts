@@ -11,7 +11,7 @@ import * as Chromium from "../support/Chromium.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import { drawnCharts, signIn } from "./ConsoleBrowser.ts"
+import { artifact, drawnCharts, signIn } from "./ConsoleBrowser.ts"
 
 const Live = TestWebhooks.layer().pipe(Layer.provideMerge(PushConfig.layerWith(TestPush.settings())))
 
@@ -55,6 +55,7 @@ layer(Live, { excludeTestServices: true })("the console's push page", (it) => {
         const html = yield* Effect.promise(() => page.content())
         for (const whole of [apnsToken, fcmToken, browsers[0]!.endpoint]) assert.notInclude(html, whole)
 
+        yield* Effect.promise(() => page.screenshot({ path: artifact("console-push.png"), fullPage: true }))
         yield* Effect.promise(() => page.goto(`${base}/console/overview`))
         const charts = yield* drawnCharts(page)
         assert.deepStrictEqual(charts.push?.series, ["completed", "discarded", "cancelled"])
