@@ -13,6 +13,11 @@ import { isOperator } from "./ConsoleLayout.ts"
 import * as ConsoleLogin from "./ConsoleLogin.ts"
 import { get, type Route, viewerOf } from "./ConsolePage.ts"
 import { ConsoleSessions } from "./ConsoleSession.ts"
+import * as LagSampler from "./LagSampler.ts"
+import * as EventTypesPage from "./pages/EventTypesPage.ts"
+import * as JobsPage from "./pages/JobsPage.ts"
+import * as OverviewPage from "./pages/OverviewPage.ts"
+import * as PushPage from "./pages/PushPage.ts"
 
 const home = get("/console", (request) =>
   Effect.map(viewerOf(request), (found) =>
@@ -28,7 +33,15 @@ const home = get("/console", (request) =>
 )
 
 /** Every console route. */
-export const routes = [...ConsoleLogin.routes, ConsoleAssets.route, home] as const
+export const routes = [
+  ...ConsoleLogin.routes,
+  ConsoleAssets.route,
+  home,
+  OverviewPage.page,
+  JobsPage.page,
+  PushPage.page,
+  EventTypesPage.page,
+] as const
 
 type Needs = typeof routes extends ReadonlyArray<Route<infer R>> ? R : never
 
@@ -46,8 +59,11 @@ export const mount = <R>(list: ReadonlyArray<Route<R>>) =>
     ),
   )
 
-/** The console's routes for an `HttpRouter`; needs `ConsoleSessions` and what the pages read. */
-export const layer = mount<Needs>(routes)
+/**
+ * The console's routes for an `HttpRouter`; needs `ConsoleSessions` and what the pages read. It
+ * runs the lag sampler the overview draws from (`LagSampler`) for as long as it is served.
+ */
+export const layer = mount<Needs>(routes).pipe(Layer.provide(LagSampler.layer))
 
 /** `layer` with its sessions keyed from `WebhookConfig`. */
 export const layerWithSessions = Layer.provide(layer, ConsoleSessions.layer)

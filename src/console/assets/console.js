@@ -72,7 +72,12 @@
     if (!source || typeof uPlot === "undefined") continue
     const spec = JSON.parse(source.textContent)
     const width = Math.max(280, Math.min(figure.clientWidth || 560, 720))
-    const series = [{}, ...spec.series.map((label, i) => ({ label, stroke: palette[i % palette.length], width: 2 }))]
+    // spec.points: draw each value as a dot too (a series with gaps, where a lone value has no line)
+    const points = spec.points === true ? { points: { show: true, size: 6 } } : {}
+    const series = [
+      {},
+      ...spec.series.map((label, i) => ({ label, stroke: palette[i % palette.length], width: 2, ...points })),
+    ]
     const chart = new uPlot(
       { width, height: 180, series, axes: [{}, { label: spec.unit ?? "" }], legend: { live: false } },
       spec.data,
