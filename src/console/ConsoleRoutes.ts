@@ -13,6 +13,9 @@ import { isOperator } from "./ConsoleLayout.ts"
 import * as ConsoleLogin from "./ConsoleLogin.ts"
 import { get, type Route, viewerOf } from "./ConsolePage.ts"
 import { ConsoleSessions } from "./ConsoleSession.ts"
+import * as DeliveryPage from "./pages/DeliveryPage.ts"
+import * as SubscriptionPage from "./pages/SubscriptionPage.ts"
+import * as SubscriptionsPage from "./pages/SubscriptionsPage.ts"
 
 const home = get("/console", (request) =>
   Effect.map(viewerOf(request), (found) =>
@@ -28,7 +31,14 @@ const home = get("/console", (request) =>
 )
 
 /** Every console route. */
-export const routes = [...ConsoleLogin.routes, ConsoleAssets.route, home] as const
+export const routes = [
+  ...ConsoleLogin.routes,
+  ConsoleAssets.route,
+  home,
+  SubscriptionsPage.page,
+  SubscriptionPage.page,
+  DeliveryPage.page,
+] as const
 
 type Needs = typeof routes extends ReadonlyArray<Route<infer R>> ? R : never
 
