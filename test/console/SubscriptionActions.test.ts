@@ -75,6 +75,21 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
         assert.strictEqual(TestWebhooks.envelope(again!).data.i, 1)
         assert.strictEqual(yield* Effect.promise(() => page.locator(".flash").textContent()), "Resend: done")
 
+        // The delivery's page rebuilds the headers the receiver got; the signature shows redacted.
+        assert.strictEqual(yield* SignedIn.visit(page, base, `/console/deliveries/${first}`), 200)
+        const sent = yield* Effect.promise(() =>
+          page
+            .locator("#attempt-2 table.headers tbody tr")
+            .evaluateAll((rows) => rows.map((r) => [...r.querySelectorAll("td")].map((td) => td.textContent ?? ""))),
+        )
+        const header = (name: string) => sent.find(([n]) => n === name)?.[1]
+        assert.strictEqual(header("webhook-id"), again!.headers["webhook-id"])
+        assert.strictEqual(header("webhook-timestamp"), again!.headers["webhook-timestamp"])
+        assert.strictEqual(header("content-type"), again!.headers["content-type"])
+        assert.strictEqual(header("webhook-signature"), "v1,(redacted)")
+        assert.isUndefined(again!.headers["user-agent"], "bothy sends no user-agent, as the page says")
+        assert.strictEqual(header("user-agent"), "(none sent)")
+
         // Failed and dead: one created two hours ago (before the recovery's time), then two recent ones.
         status = 500
         yield* TestWebhooks.append("act-space", { i: 2 })

@@ -44,7 +44,8 @@ export const list = Effect.fn("SubscriptionHealthList.list")(function* (owner: s
              a.status BETWEEN 200 AND 299 AS ok,
              floor(extract(epoch FROM clock_timestamp() - a.started_at) / 3600)::int AS hours_ago
       FROM webhook_attempts AS a JOIN webhook_deliveries AS d ON d.id = a.delivery_id
-      WHERE a.started_at >= clock_timestamp() - interval '24 hours'
+      JOIN webhook_subscriptions AS s ON s.id = d.subscription_id
+      WHERE a.started_at >= clock_timestamp() - interval '24 hours' AND ${mine}
     ), health AS (
       SELECT subscription_id, count(*)::int AS attempts, (count(*) FILTER (WHERE ok))::int AS succeeded,
              percentile_cont(0.95) WITHIN GROUP (ORDER BY duration_ms)::float8 AS p95,
