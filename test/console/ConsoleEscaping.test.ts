@@ -66,12 +66,13 @@ layer(Live, { excludeTestServices: true })("escaping on the subscription pages",
           // biome-ignore lint/performance/useDomNodeTextContent: the visible text is what the test asserts on
           const shown = yield* Effect.promise(() => page.locator("main").innerText())
           for (const text of texts) assert.include(shown, text, `${path} shows it as text`)
+          // A string, evaluated in the page (the tests' TypeScript knows no DOM globals).
           const injected = yield* Effect.promise(() =>
-            page.evaluate(() => ({
-              pwned: (window as unknown as { __pwned?: unknown }).__pwned,
+            page.evaluate(`({
+              pwned: window.__pwned,
               scripts: document.querySelectorAll("main script").length,
               images: document.querySelectorAll("img[onerror], main img").length,
-            })),
+            })`),
           )
           assert.deepStrictEqual(injected, { pwned: undefined, scripts: 0, images: 0 }, path)
         }

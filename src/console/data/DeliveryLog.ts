@@ -69,10 +69,9 @@ export const parsePath = (path: string): ReadonlyArray<string> | string => {
   return keys
 }
 
-/** One page of at most `limit` deliveries matching `filter`, newest first. */
-export const page = Effect.fn("DeliveryLog.page")(function* (filter: LogFilter, limit: number) {
-  const sql = yield* SqlClient.SqlClient
-  const [result] = yield* sql<{ scanned: number; oldest: string | null; rows: ReadonlyArray<LogRow> }>`
+/** The statement of one page (its text is kept in docs/sql/console-delivery-log.sql). */
+export const statement = (sql: SqlClient.SqlClient, filter: LogFilter, limit: number) =>
+  sql<{ scanned: number; oldest: string | null; rows: ReadonlyArray<LogRow> }>`
     WITH candidates AS (
       SELECT d.id, d.event_seq, d.event_at, d.state, d.dead_reason, d.attempts, d.last_status, d.last_error_class,
              d.created_at
@@ -102,6 +101,11 @@ export const page = Effect.fn("DeliveryLog.page")(function* (filter: LogFilter, 
     )
     SELECT (SELECT count(*)::int FROM candidates) AS scanned, (SELECT min(event_seq)::text FROM candidates) AS oldest,
            coalesce((SELECT json_agg(m ORDER BY m."eventSeq"::bigint DESC) FROM matched AS m), '[]'::json) AS rows`
+
+/** One page of at most `limit` deliveries matching `filter`, newest first. */
+export const page = Effect.fn("DeliveryLog.page")(function* (filter: LogFilter, limit: number) {
+  const sql = yield* SqlClient.SqlClient
+  const [result] = yield* statement(sql, filter, limit)
   const { scanned, oldest, rows } = result!
   const shown = rows.slice(0, limit)
   const next =
