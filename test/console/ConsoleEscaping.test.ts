@@ -29,7 +29,7 @@ layer(Live, { excludeTestServices: true })("escaping on the subscription pages",
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         const receiver = yield* LoopbackServer.http((_, response) =>
-          response.writeHead(500, { "content-type": "text/html", "x-evil": evil }).end(evil),
+          response.writeHead(500, { "content-type": "text/html", "x-evil": evil }).end(`${evil}${"y".repeat(3000)}`),
         )
         // Validation stores the URL normalized (markup percent-encoded); the raw one is written below.
         const sub = yield* TestWebhooks.subscribe("esc-owner", `${receiver.origin}/hook?q=${evil}`, ["esc-space"])
@@ -77,6 +77,12 @@ layer(Live, { excludeTestServices: true })("escaping on the subscription pages",
           assert.deepStrictEqual(injected, { pwned: undefined, scripts: 0, images: 0 }, path)
         }
         assert.deepStrictEqual(dialogs, [], "no alert ever opened")
+
+        // The delivery's page (the last visited) shows the first KiB of the answer, as text.
+        const body = yield* Effect.promise(() => page.locator("#attempt-1 pre.response").textContent())
+        assert.strictEqual(Buffer.byteLength(body ?? ""), 1024)
+        assert.isTrue(body?.startsWith(evil))
+        assert.include(yield* Effect.promise(() => page.locator("#attempt-1 h4").textContent()), "(first KiB)")
       }),
     120_000,
   )

@@ -17,9 +17,12 @@ import * as RequestHeaders from "./RequestHeaders.ts"
 /** The bytes of a response body a page shows. */
 export const bodyBytes = 1024
 
+// Cut on a character boundary: a UTF-8 continuation byte (10xxxxxx) never starts the rest.
 const firstKiB = (body: string) => {
   const bytes = new TextEncoder().encode(body)
-  return { text: new TextDecoder().decode(bytes.subarray(0, bodyBytes)), cut: bytes.length > bodyBytes }
+  let end = Math.min(bytes.length, bodyBytes)
+  while (end < bytes.length && end > 0 && (bytes[end]! & 0xc0) === 0x80) end--
+  return { text: new TextDecoder().decode(bytes.subarray(0, end)), cut: bytes.length > bodyBytes }
 }
 
 const attempt = (a: WebhookDeliveries.AttemptRecord, headers: ReadonlyArray<readonly [string, string]>) => {
