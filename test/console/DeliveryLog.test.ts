@@ -3,8 +3,11 @@
  * payloads (delivered ones created two hours ago, one dead, one pending), filtered through the
  * page's own form by state, by type, by time and by a payload path, each showing exactly the
  * expected rows; a path that cannot be read is said in the page, not a 500. The subscriptions
- * list shows the same subscription's health over 24 hours, sparkline figures included.
+ * list shows the same subscription's health over 24 hours, sparkline figures included. Screenshots
+ * of both pages land in test/artifacts/ (git-ignored).
  */
+import { mkdirSync } from "node:fs"
+import { fileURLToPath } from "node:url"
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
@@ -12,6 +15,8 @@ import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSu
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as SignedIn from "./SignedIn.ts"
+
+const artifacts = fileURLToPath(new URL("../artifacts/", import.meta.url))
 
 // A failed request waits an hour for its retry, so a failing delivery stays pending while the page is read.
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] })
@@ -68,6 +73,8 @@ layer(Live, { excludeTestServices: true })("the delivery log", (it) => {
         assert.strictEqual(yield* SignedIn.visit(page, base, path), 200)
         const all = [refunded9, dead42, created7, paid42, created42].map(seqOf)
         assert.deepStrictEqual(yield* seqs, all, "everything, newest first")
+        mkdirSync(artifacts, { recursive: true })
+        yield* Effect.promise(() => page.screenshot({ path: `${artifacts}console-subscription.png`, fullPage: true }))
 
         yield* filter({}, "delivered")
         assert.deepStrictEqual(yield* seqs, [created7, paid42, created42].map(seqOf))
@@ -124,6 +131,7 @@ layer(Live, { excludeTestServices: true })("the delivery log", (it) => {
           )
         assert.strictEqual(yield* figures("delivered"), 3)
         assert.strictEqual(yield* figures("failed"), 2)
+        yield* Effect.promise(() => page.screenshot({ path: `${artifacts}console-subscriptions.png`, fullPage: true }))
         assert.match(
           yield* Effect.promise(() => spark.locator("title").textContent()).pipe(Effect.map(String)),
           /3 attempts delivered, 2 failed/,

@@ -29,7 +29,7 @@ const facts = (s: Subscription, created: Date | undefined) => html`<dl class="fa
 <dt>Event types</dt><dd>${list(s.eventTypes, "every type")}</dd><dt>Scope</dt><dd>${list(s.scope, "none")}</dd>
 <dt>Filter</dt><dd>${s.filter === null ? html`<span class="none">every payload</span>` : html`<code>${JSON.stringify(s.filter)}</code>`}</dd>
 <dt>State</dt><dd>${stateOf(s)}</dd>
-<dt>Sequence</dt><dd>${String(s.lastSequence)} sent, events after seq ${String(s.startedSeq)}, delivered through ${String(s.lastDeliveredSeq)}</dd>
+<dt>Sequence</dt><dd>last number sent ${String(s.lastSequence)}; receives events after seq ${String(s.startedSeq)}, delivered through seq ${String(s.lastDeliveredSeq)}</dd>
 <dt>Extra headers</dt><dd>${list(Object.keys(s.headers), "none")}</dd>
 <dt>Created</dt><dd>${time(created)}</dd></dl>`
 
