@@ -90,7 +90,8 @@ export const route = <E extends { readonly message: string }, R>(
   path: `/console${string}`,
   render: Render<E, R>,
   options: { readonly operatorOnly?: boolean } = {},
-): Route<R | ConsoleSession.ConsoleSessions | AdminAuth> => ({
+  // A render that reads its route's params needs `RouteContext`: the router provides it, not `mount`.
+): Route<Exclude<R, HttpRouter.RouteContext> | ConsoleSession.ConsoleSessions | AdminAuth> => ({
   method: "GET",
   path,
   handler: (request) =>
@@ -113,5 +114,9 @@ export const route = <E extends { readonly message: string }, R>(
               ),
             )
       return Effect.map(drawn, (response) => withCookie(response, cookie))
-    }),
+    }) as Effect.Effect<
+      HttpServerResponse.HttpServerResponse,
+      never,
+      Exclude<R, HttpRouter.RouteContext> | HttpRouter.RouteContext | ConsoleSession.ConsoleSessions | AdminAuth
+    >,
 })

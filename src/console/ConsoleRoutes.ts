@@ -14,10 +14,13 @@ import * as ConsoleLogin from "./ConsoleLogin.ts"
 import { get, type Route, viewerOf } from "./ConsolePage.ts"
 import { ConsoleSessions } from "./ConsoleSession.ts"
 import * as LagSampler from "./LagSampler.ts"
+import * as DeliveryPage from "./pages/DeliveryPage.ts"
 import * as EventTypesPage from "./pages/EventTypesPage.ts"
 import * as JobsPage from "./pages/JobsPage.ts"
 import * as OverviewPage from "./pages/OverviewPage.ts"
 import * as PushPage from "./pages/PushPage.ts"
+import * as SubscriptionPage from "./pages/SubscriptionPage.ts"
+import * as SubscriptionsPage from "./pages/SubscriptionsPage.ts"
 
 const home = get("/console", (request) =>
   Effect.map(viewerOf(request), (found) =>
@@ -41,6 +44,9 @@ export const routes = [
   JobsPage.page,
   PushPage.page,
   EventTypesPage.page,
+  SubscriptionsPage.page,
+  SubscriptionPage.page,
+  DeliveryPage.page,
 ] as const
 
 type Needs = typeof routes extends ReadonlyArray<Route<infer R>> ? R : never

@@ -16,6 +16,7 @@ import { Effect } from "effect"
 import { SqlClient, type Statement } from "effect/sql"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { Permissions } from "../../src/authz/Permissions.ts"
+import * as DeliveryLog from "../../src/console/data/DeliveryLog.ts"
 import * as StatementRound from "../../src/consumer/StatementRound.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushConfig from "../../src/push/PushConfig.ts"
@@ -164,6 +165,25 @@ const statements = Effect.gen(function* () {
         ],
         tokenSeen,
         token,
+      ),
+    },
+    {
+      name: "console-delivery-log",
+      title:
+        "A page of a subscription's delivery log in the console, filtered by state, type, time and a payload path's value.",
+      source: "src/console/data/DeliveryLog.ts (statement) with src/log/EventLogReads.ts (eventAt)",
+      statement: DeliveryLog.statement(
+        sql,
+        {
+          subscriptionId: subscription,
+          state: "delivered",
+          type: "order.created",
+          since: new Date(Date.UTC(2026, 0, 1)),
+          until: new Date(Date.UTC(2026, 0, 8)),
+          path: { keys: ["order", "id"], value: "42" },
+          before: 1000n,
+        },
+        50,
       ),
     },
     {

@@ -14,7 +14,12 @@
 
   // <form data-api="/v1/..." data-method="POST" data-confirm="..."> with inputs: a field whose
   // data-in is "query" goes to the query string, "path" replaces {name} in the URL, the others
-  // into a JSON body. On success the page reloads (or goes to data-then), keeping the message.
+  // into a JSON body (data-type "number" as a number, "datetime" as an ISO time). On success the
+  // page reloads (or goes to data-then), keeping the message.
+
+  // A `datetime-local` value is read as UTC (the pages show UTC), and sent as ISO 8601.
+  const utc = (value) => new Date(/(Z|[+-]\d\d:?\d\d)$/.test(value) ? value : `${value}Z`).toISOString()
+
   const submit = async (form) => {
     if (form.dataset.confirm && !window.confirm(form.dataset.confirm)) return
     let url = form.dataset.api
@@ -22,7 +27,12 @@
     const body = {}
     for (const input of form.querySelectorAll("[name]")) {
       if (input.value === "" && input.dataset.optional !== undefined) continue
-      const value = input.dataset.type === "number" ? Number(input.value) : input.value
+      const value =
+        input.dataset.type === "number"
+          ? Number(input.value)
+          : input.dataset.type === "datetime"
+            ? utc(input.value)
+            : input.value
       if (input.dataset.in === "query") query.set(input.name, input.value)
       else if (input.dataset.in === "path") url = url.replace(`{${input.name}}`, encodeURIComponent(input.value))
       else body[input.name] = value
