@@ -75,10 +75,12 @@ describe("retention behind a transaction pooler", () => {
           Effect.provide(withDirect),
         )
         assert.deepStrictEqual(run.skipped, [])
-        assert.deepStrictEqual(
-          run.detached,
+        // A run that crosses midnight UTC between the two may detach one day more, never fewer.
+        assert.includeMembers(
+          [...run.detached],
           skipping.skipped.map((s) => s.partition),
         )
+        assert.isAtMost(run.detached.length, skipping.skipped.length + 1)
         assert.deepStrictEqual(run.dropped, run.detached, "the drops, each in a transaction, went through the pooler")
         const after = (yield* attached.pipe(Effect.provide(directPool))).map((r) => r.name)
         assert.isTrue(run.detached.every((d) => before.includes(d) && !after.includes(d)))
