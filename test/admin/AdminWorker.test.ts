@@ -31,7 +31,7 @@ describe("the worker's admin server", () => {
           BOTHY_ADMIN_TOKEN: "worker-admin-token",
         })
         const served = yield* worker.waitFor(/admin API served on /)
-        const base = /admin API served on (http:\/\/[^\s"]+) \(status page: /.exec(served)![1]!
+        const base = /admin API served on (http:\/\/[^\s"]+) \(console: /.exec(served)![1]!
         assert.notInclude(worker.stdout(), "worker-admin-token")
         assert.strictEqual((yield* TestAdmin.client(base).get("/v1/consumers")).status, 401)
         const consumers = yield* TestAdmin.client(base, { token: "worker-admin-token" }).get("/v1/consumers")
