@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
+import * as ConsoleSession from "../../src/console/ConsoleSession.ts"
 import { migrationsTable } from "../../src/platform/Migrations.ts"
 import * as PrometheusText from "../support/PrometheusText.ts"
 import * as PushWorker from "../support/PushWorker.ts"
@@ -24,8 +25,8 @@ const filesUnder = (dir: string): ReadonlyArray<string> =>
     .filter((entry) => entry.isFile())
     .map((entry) => join(entry.parentPath, entry.name))
 
-/** `bothy_...` names the docs use that are not metrics: the migrations table. */
-const notMetrics: ReadonlySet<string> = new Set([migrationsTable])
+/** `bothy_...` names the docs use that are not metrics: the migrations table, the console's cookie. */
+const notMetrics: ReadonlySet<string> = new Set([migrationsTable, ConsoleSession.cookieName])
 
 /**
  * Every `bothy_...` name in deploy/, docs/ and README.md, with the first file that names it. The
