@@ -42,15 +42,18 @@ const checkAfterRead = (drain: Drain, run: Run, rows: ReadonlyArray<PendingDeliv
         : yield* drain.permissions.allowedEach(
             sendable.map((d) => ({ principal: d.owner, action: webhookDeliver, spaceId: d.space! })),
           )
-    const go = new Set<PendingDelivery>(sendable.filter((_, i) => answers[i] === true))
-    const allowed = (d: PendingDelivery) => go.has(d)
-    const first = rows.find((d) => go.has(d))
+    const granted = new Set<PendingDelivery>(sendable.filter((_, i) => answers[i] === true))
+    const allowed = (d: PendingDelivery) => granted.has(d)
+    // None behind a denied one is numbered (as in the read's statement, see PendingDeliveries.ts).
+    const denied = sendable.findIndex((_, i) => answers[i] !== true)
+    const go = sendable.slice(0, denied < 0 ? sendable.length : denied)
+    const first = go[0]
     if (first === undefined) return { deliveries: rows, allowed, numbered: false }
     const numbers = yield* withSql(
       drain,
       WebhookNumbering.number(
         run.subscriptionId,
-        [...go].map((d) => ({ deliveryId: d.deliveryId, existing: d.existing })),
+        go.map((d) => ({ deliveryId: d.deliveryId, existing: d.existing })),
         first.tokenSeen,
         token,
       ),

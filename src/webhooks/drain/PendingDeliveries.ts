@@ -169,10 +169,12 @@ const pendingCtes = (
       -- A later attempt of the job runs elsewhere: this run is stale and must not send beside it.
       AND NOT ${Jobs.attemptedAfter(drain.sql, drain.sql`w.job_id`, read.attempt)}
   ), checked AS (
-    -- Nothing from the first unsure delivery on is numbered: the read is cut there.
+    -- Nothing from the first unsure delivery on is numbered (the read is cut there), nor anything
+    -- behind a denied one: it is suppressed or checked again first, and should the run stop in
+    -- between, a number behind it would stay (in doubt) while it took a higher one.
     SELECT "deliveryId", "eventSeq", existing, sendable,
            sendable AND coalesce(allowed, false)
-             AND NOT EXISTS (SELECT 1 FROM pending AS u WHERE u.unsure AND u."eventSeq" <= x."eventSeq") AS go
+             AND NOT bool_or(unsure OR (sendable AND NOT coalesce(allowed, false))) OVER (ORDER BY "eventSeq") AS go
     FROM (SELECT *, (state = 'active' AND "eventSeq" > "startedSeq" AND present AND scoped) AS sendable FROM pending) AS x
   )`
 

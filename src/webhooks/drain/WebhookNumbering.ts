@@ -9,7 +9,9 @@
  * - A number that may have gone out is never handed to another delivery: the webhook-id is built
  *   from it, and a receiver drops a second message with the same id as a duplicate.
  * - Numbers follow seq order: the drainer numbers the deliveries it is about to send, lowest first,
- *   and sends them in that order.
+ *   and sends them in that order. It numbers none behind a delivery whose right was denied: that
+ *   one is suppressed, or checked again and then numbered, before anything behind it, so a run
+ *   that stops in between leaves no number (kept, as it may have gone out) above a lower seq.
  *
  * The drainer numbers its deliveries in the statement that reads them (hosts whose `Permissions`
  * answers in SQL), or in one statement right after `allowedEach` (`number`). A delivery that already

@@ -1,5 +1,5 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Fiber, Layer, Queue, Redacted } from "effect"
+import { Duration, Effect, Exit, Fiber, Layer, Queue, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
 import { Webhook } from "standardwebhooks"
 import * as PermissionGrants from "../../../src/authz/PermissionGrants.ts"
@@ -244,6 +244,64 @@ layer(Live, { excludeTestServices: true })("Webhook sequence", (it) => {
           const next = yield* Queue.take(receiver.received)
           assert.deepStrictEqual([envelope(next).data.i, envelope(next).sequence], [4, 2])
           new Webhook(Redacted.value(sub.secret)).verify(next.body, next.headers as Record<string, string>)
+        }).pipe(Effect.scoped),
+      60_000,
+    )
+
+    it.effect(
+      `WebhookNumbersFollowSeqAfterStop (${host.name}): a run that stops between reading a denied delivery and settling it numbers nothing behind it; granted again, the receiver gets both in seq order as 1 and 2`,
+      () =>
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const receiver = yield* WebhookReceiver.start(() => ({ status: 200 }))
+          const owner = `owner-stop-${host.name}`
+          const spaces = [`stop-a-${host.name}`, `stop-b-${host.name}`]
+          const sub = yield* TestWebhooks.subscribe(owner, receiver.url("/stop"), spaces)
+          yield* PermissionGrants.revoke(owner, webhookDeliver, spaces[0]!)
+          yield* append(spaces[0]!, 0)
+          yield* append(spaces[1]!, 1)
+          yield* TestWebhooks.round()
+          // The run stops where a crash stops it: its suppression of the denied delivery fails,
+          // and so does any give-back of numbers it handed out.
+          yield* Effect.acquireRelease(
+            sql`
+              CREATE FUNCTION stop_here() RETURNS trigger LANGUAGE plpgsql AS $$
+              BEGIN RAISE EXCEPTION 'the worker is gone'; END $$`,
+            () => Effect.ignore(sql`DROP FUNCTION IF EXISTS stop_here() CASCADE`),
+          )
+          yield* sql`
+            CREATE TRIGGER no_suppression BEFORE UPDATE ON webhook_deliveries
+            FOR EACH ROW WHEN (NEW.dead_reason = 'permission') EXECUTE FUNCTION stop_here()`
+          yield* sql`
+            CREATE TRIGGER no_give_back BEFORE UPDATE ON webhook_subscriptions
+            FOR EACH ROW WHEN (NEW.last_sequence < OLD.last_sequence) EXECUTE FUNCTION stop_here()`
+          const kind = yield* WebhookDrainer.makeWith({ linger: 0 }).pipe(
+            Effect.provideService(Permissions, yield* host.permissions),
+          )
+          const info = yield* TestWebhooks.drainJob(sub.id)
+          const stopped = yield* kind.run({ subscription: sub.id }, info).pipe(Effect.scoped, Effect.exit)
+          assert.isTrue(Exit.isFailure(stopped), "the run stopped on the failed suppression")
+          assert.deepStrictEqual(
+            (yield* deliveries(sub.id)).map((d) => [d.i, d.state, d.sequence]),
+            [
+              [0, "pending", null],
+              [1, "pending", null],
+            ],
+            "nothing behind the denied delivery was numbered",
+          )
+
+          yield* sql`DROP FUNCTION stop_here() CASCADE`
+          yield* PermissionGrants.grant(owner, webhookDeliver, spaces[0]!)
+          // The job runs again as a rescue would run it: its next attempt.
+          yield* kind.run({ subscription: sub.id }, { ...info, attempt: info.attempt + 1 }).pipe(Effect.scoped)
+          assert.deepStrictEqual(
+            receiver.log.map((r) => [envelope(r).data.i, envelope(r).sequence]),
+            [
+              [0, 1],
+              [1, 2],
+            ],
+            "in seq order, numbered in that order",
+          )
         }).pipe(Effect.scoped),
       60_000,
     )
