@@ -179,13 +179,16 @@ const subscriptionFacts = (
 }
 
 /**
- * Whether a cancelled push job's errors say `registration` was denied: a batch's reason names its
- * dead registrations (the first few; "and n more" past them), each as `registration ID: WHY`.
+ * Whether a push job's errors say `registration` was denied: a batch's reason names its dead
+ * registrations (the first few; "and n more" past them), each as `registration ID: WHY`. A job that
+ * went on after an attempt (others of its batch to retry) and completed names it in that attempt's
+ * error; only a cancelled one's last reason may leave it unnamed.
  */
-const deniedIn = (errors: unknown, registration: string) => {
-  const text = JSON.stringify(errors)
+export const deniedIn = (job: Pick<PushJob, "state" | "errors">, registration: string) => {
+  const text = JSON.stringify(job.errors)
   if (!text.includes("lacks")) return false
   const named = new RegExp(`registration ${registration}: [^;"]* lacks `).test(text)
+  if (job.state !== "cancelled") return named
   return named || !/registration \d+: /.test(text) || / and \d+ more/.test(text)
 }
 
@@ -214,7 +217,7 @@ const registrationFacts = (
     const gone = doomed && goneAt !== undefined && (job === undefined || finalized === undefined || finalized >= goneAt)
     if (gone) return { event, job, fate: "gone" }
     if (job === undefined) return { event, job, fate: "no job" }
-    const denied = job.state === "cancelled" && deniedIn(job.errors, r.id)
+    const denied = deniedIn(job, r.id)
     return { event, job, fate: denied ? "denied" : "unaccepted" }
   })
   return {

@@ -299,6 +299,28 @@ describe("chaos verdict, each judge against its planted fault", () => {
       ),
   )
 
+  it("VerdictReadsDenialsOfRetriedBatches: a registration denied in an attempt whose batch then retried others and completed is denied, not lost", () => {
+    const retried = {
+      state: "completed",
+      errors: [
+        {
+          attempt: 1,
+          error:
+            "1 of 2 registrations to retry: registration 5: push service answered 500; 1 of 2 registrations dead: registration 4: user-2 lacks push.deliver on space s12",
+        },
+      ],
+    }
+    assert.isTrue(Ledger.deniedIn(retried, "4"))
+    assert.isFalse(Ledger.deniedIn(retried, "5"), "the one retried was not denied")
+    assert.isFalse(Ledger.deniedIn(retried, "14"))
+    assert.isFalse(Ledger.deniedIn({ state: "completed", errors: [] }, "4"))
+    const cancelled = {
+      state: "cancelled",
+      errors: [{ attempt: 1, error: "1 of 1 registrations dead: user-2 lacks push.deliver" }],
+    }
+    assert.isTrue(Ledger.deniedIn(cancelled, "4"), "a cancelled job's reason that names none covers its batch")
+  })
+
   it.live("VerdictCountsLosses: an event a subscription matches with its delivery row deleted is lost", () =>
     control(
       judgeOf("lost"),
