@@ -81,6 +81,11 @@ export * as EventTypePatterns from "./webhooks/subscriptions/EventTypePatterns.t
 export * as PayloadFilter from "./webhooks/subscriptions/PayloadFilter.ts"
 export * as RecoveryFilter from "./webhooks/subscriptions/RecoveryFilter.ts"
 export type { RetryNow } from "./webhooks/subscriptions/SubscriptionRetry.ts"
+export {
+  TestEventNeedsScope,
+  type TestEventPayload,
+  type TestEventSent,
+} from "./webhooks/subscriptions/SubscriptionTestEvent.ts"
 export * as WebhookDeliveries from "./webhooks/subscriptions/WebhookDeliveries.ts"
 export * as WebhookSecret from "./webhooks/subscriptions/WebhookSecret.ts"
 export {

@@ -53,6 +53,7 @@ audience AS (
   SELECT t.seq, $17::text || min(t.id)::text AS receiver, $18::text AS kind,
     $19::text AS queue, jsonb_build_object('seq', t.seq::text, 'at', e.occurred_at, 'registrations', jsonb_agg(t.id::text ORDER BY t.id)) AS args, $20::int AS max_attempts
   FROM targets AS t JOIN ev AS e ON e.seq = t.seq
+  WHERE e.type <> $21
   GROUP BY t.seq, t.batch, e.occurred_at
 ),
 jobs_inserted AS (
@@ -63,18 +64,18 @@ jobs_inserted AS (
     r.unique_key, r.trace_parent
   FROM (
     SELECT w.kind, w.queue, w.args, NULL::int2 AS priority, w.max_attempts, NULL::timestamptz AS scheduled_at,
-      ($21::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
+      ($22::text || ':' || w.seq || ':' || w.receiver) AS unique_key, r.trace_parent
     FROM wanted AS w LEFT JOIN read AS r ON r.seq = w.seq
   ) AS r
   ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING
   RETURNING id, queue
 ), jobs_woken AS MATERIALIZED (
-  SELECT pg_notify($22, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
+  SELECT pg_notify($23, queue) FROM (SELECT DISTINCT queue FROM jobs_inserted) AS queues
 ), moved AS (
   UPDATE event_consumer_cursors
   SET last_seq = (SELECT to_seq FROM bounds), last_at = greatest(last_at, (SELECT to_at FROM bounds)),
     updated_at = clock_timestamp()
-  WHERE name = $23 AND (SELECT ok FROM go)
+  WHERE name = $24 AND (SELECT ok FROM go)
 ), unflushed AS MATERIALIZED (
   SELECT set_config('synchronous_commit', 'off', true) WHERE NOT (SELECT ok FROM go)
 )
@@ -83,7 +84,7 @@ SELECT b.after, b.head, b.head_epoch AS "headEpoch", b.head_at AS "headAt", b.re
   CASE WHEN isfinite(CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END) THEN CASE WHEN g.ok THEN greatest(b.after_at, b.to_at) ELSE b.after_at END END AS "cursorAt",
   clock_timestamp() AS "dbNow",
   (SELECT array_agg(t.trace_parent) FROM (
-    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $24
+    SELECT trace_parent FROM ev WHERE trace_parent IS NOT NULL ORDER BY seq LIMIT $25
   ) AS t) AS "traceParents",
   (SELECT count(*) FROM jobs_inserted)::int AS inserted, (SELECT count(*) FROM jobs_woken)::int AS woken,
   (SELECT count(*) FROM "unflushed") AS side_effects
@@ -109,7 +110,8 @@ FROM bounds AS b CROSS JOIN go AS g;
 -- $18 = "push.batch"
 -- $19 = "push"
 -- $20 = 291
--- $21 = "push"
--- $22 = "jobs"
--- $23 = "push"
--- $24 = 32
+-- $21 = "bothy.subscription.test"
+-- $22 = "push"
+-- $23 = "jobs"
+-- $24 = "push"
+-- $25 = 32

@@ -48,7 +48,7 @@ matched AS (
       OFFSET 0
   ) AS s
   CROSS JOIN LATERAL (
-    SELECT WHERE e.seq > s.started_seq AND e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path) AND (e.type NOT LIKE 'bothy.%' OR (e.payload ->> 'subscription') IS DISTINCT FROM s.id::text) OFFSET 0
+    SELECT WHERE e.seq > s.started_seq AND CASE WHEN e.type = 'bothy.subscription.test' THEN (e.payload ->> 'subscription') = s.id::text ELSE e.type LIKE ANY (s.type_patterns) AND (s.filter_path IS NULL OR e.payload @@ s.filter_path) AND (e.type NOT LIKE 'bothy.%' OR (e.payload ->> 'subscription') IS DISTINCT FROM s.id::text) END OFFSET 0
   ) AS takes
 ), counted AS (
   SELECT sub, min(seq) AS first FROM matched GROUP BY sub

@@ -30,6 +30,7 @@ import { firstIssue } from "../platform/FieldIssue.ts"
 import { InvalidPushRegistration } from "../push/PushRegistration.ts"
 import { RegistrationNotFound } from "../push/PushRegistrations.ts"
 import { ResendRefused } from "../webhooks/subscriptions/DeliveryResend.ts"
+import { TestEventNeedsScope } from "../webhooks/subscriptions/SubscriptionTestEvent.ts"
 import { DeliveryNotFound, deliveryStates } from "../webhooks/subscriptions/WebhookDeliveries.ts"
 import {
   InvalidEndpointCredentials,
@@ -72,6 +73,7 @@ const UnsafeTarget = UnsafeWebhookTarget.pipe(HttpApiSchema.status(422))
 const SeqGone = SeqNotInLog.pipe(HttpApiSchema.status(422))
 const Refused = ResendRefused.pipe(HttpApiSchema.status(409))
 const JobConflict = JobStateConflict.pipe(HttpApiSchema.status(409))
+const NoScope = TestEventNeedsScope.pipe(HttpApiSchema.status(409))
 
 /** A subscription's id in the path: a UUID (anything else is a 400 naming `params.id`). */
 const idParam = { id: S.UuidId }
@@ -148,6 +150,12 @@ export class SubscriptionsApi extends HttpApiGroup.make("subscriptions")
       params: idParam,
       success: S.Retried,
       error: NoSubscription,
+    }),
+    /** Appends a `bothy.subscription.test` event that only this subscription receives. */
+    HttpApiEndpoint.post("sendTestEvent", "/:id/test-event", {
+      params: idParam,
+      success: S.TestEventSent.pipe(HttpApiSchema.status(202)),
+      error: [NoSubscription, NoScope],
     }),
     HttpApiEndpoint.delete("remove", "/:id", { params: idParam, error: NoSubscription }),
   )

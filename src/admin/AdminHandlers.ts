@@ -95,6 +95,13 @@ const subscriptions = HttpApiBuilder.group(AdminApi, "subscriptions", (handlers)
       .handle("retry", ({ params }) =>
         Effect.andThen(own(params.id), webhooks.retryNow(params.id)).pipe(Effect.map(retried), unexpected),
       )
+      .handle("sendTestEvent", ({ params }) =>
+        Effect.gen(function* () {
+          yield* own(params.id)
+          const caller = yield* CurrentCaller
+          return yield* webhooks.sendTestEvent(params.id, caller._tag === "Principal" ? caller.principal : "operator")
+        }).pipe(unexpected),
+      )
       .handle("remove", ({ params }) => Effect.andThen(own(params.id), webhooks.remove(params.id)).pipe(unexpected))
   }),
 )

@@ -103,6 +103,14 @@ export const Enabled = Schema.Struct({
   deliveries: Schema.Int,
 }).annotate({ identifier: "Enabled" })
 
+export const TestEventSent = Schema.Struct({
+  /** The test event's seq in the log; its delivery follows what is pending for the subscription. */
+  seq: Int8,
+  /** The space it was committed in: the lowest of the subscription's scope. */
+  space: Schema.String,
+  type: Schema.Literal("bothy.subscription.test"),
+}).annotate({ identifier: "TestEventSent" })
+
 export const RotatedSecret = Schema.Struct({
   /** The new secret, shown once; the old one keeps signing for 24 hours. */
   secret: Schema.String,

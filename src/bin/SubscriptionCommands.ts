@@ -242,6 +242,19 @@ const retry = Command.make("retry", { id: subscriptionId, json }, ({ id, json })
   }).pipe(withWebhooks),
 ).pipe(Command.withDescription("Resume a subscription's pending deliveries now instead of at its next retry"))
 
+const testEvent = Command.make("test-event", { id: subscriptionId, json }, ({ id, json }) =>
+  Effect.gen(function* () {
+    const sent = yield* (yield* WebhookSubscriptions).sendTestEvent(id, "operator")
+    yield* print(
+      AdminSchemas.TestEventSent,
+      sent,
+      json,
+      () =>
+        `test event (seq ${sent.seq}, space ${sent.space}) appended for subscription ${id}: it goes out as any event, under its next sequence`,
+    )
+  }).pipe(withWebhooks),
+).pipe(Command.withDescription("Send a subscription a bothy.subscription.test event, which only it receives"))
+
 const remove = Command.make("delete", { id: subscriptionId, json }, ({ id, json }) =>
   Effect.gen(function* () {
     yield* (yield* WebhookSubscriptions).remove(id)
@@ -251,5 +264,5 @@ const remove = Command.make("delete", { id: subscriptionId, json }, ({ id, json 
 
 export const subscriptions = Command.make("subscriptions").pipe(
   Command.withDescription("Webhook subscriptions"),
-  Command.withSubcommands([create, list, show, update, disable, enable, rotate, retry, remove]),
+  Command.withSubcommands([create, list, show, update, disable, enable, rotate, retry, testEvent, remove]),
 )

@@ -14,12 +14,13 @@
  * so a lost range is logged and counted (`bothy.push.events_lost`), never replayed, and the round
  * goes on.
  */
-import { type Array as Arr, type Duration, Effect, Layer, Metric } from "effect"
+import { Array as Arr, type Duration, Effect, Layer, Metric } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../consumer/Consumer.ts"
 import type { FanOutJob, LostRange, RoundOf } from "../consumer/ConsumerRound.ts"
 import * as StatementRound from "../consumer/StatementRound.ts"
 import type { Event } from "../log/Event.ts"
+import { testEventType } from "../log/TestEvent.ts"
 import { PushAudience, type PushAudienceShape } from "./PushAudience.ts"
 import { PushConfig } from "./PushConfig.ts"
 import { type BatchArgs, batchArgsInSql, batchReceiverPrefix, defaultBatchSize, deliverKind, queue } from "./PushJob.ts"
@@ -53,6 +54,7 @@ export const statementFanOut = (
       SELECT t.seq, ${batchReceiverPrefix}::text || min(t.id)::text AS receiver, ${deliverKind}::text AS kind,
              ${queue}::text AS queue, ${args} AS args, ${maxAttempts}::int AS max_attempts
       FROM targets AS t JOIN ev AS e ON e.seq = t.seq
+      WHERE e.type <> ${testEventType}
       GROUP BY t.seq, t.batch, e.occurred_at
     )`
   },
@@ -60,7 +62,10 @@ export const statementFanOut = (
 
 /** The same jobs, from the audience's answer for the batch and one read of its principals' registrations. */
 export const makeFanOut = (audience: PushAudienceShape, maxAttempts: number, perJob: number) =>
-  Effect.fn("PushFanOut.fanOut")(function* (events: Arr.NonEmptyReadonlyArray<Event>) {
+  Effect.fn("PushFanOut.fanOut")(function* (all: Arr.NonEmptyReadonlyArray<Event>) {
+    // A test event is for the webhook subscription it names: nobody is notified of it.
+    const events = all.filter((e) => e.type !== testEventType)
+    if (!Arr.isArrayNonEmpty(events)) return []
     const recipients = yield* audience.recipients(events)
     if (recipients.length === 0) return []
     const sql = yield* SqlClient.SqlClient

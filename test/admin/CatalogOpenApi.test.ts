@@ -100,6 +100,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the event-type catal
             "bothy.subscription.degraded",
             "bothy.subscription.disabled",
             "bothy.subscription.recovered",
+            "bothy.subscription.test",
             "order.created",
             "user:signed-up",
           ],

@@ -47,7 +47,7 @@ layer(Live, { excludeTestServices: true })("the OpenAPI document", (it) => {
           Object.keys(item).map((method) => `${method} ${path}`),
         )
         const expected = endpointsOf()
-        assert.strictEqual(expected.length, 40)
+        assert.strictEqual(expected.length, 41)
         assert.sameMembers(listed, expected)
         for (const path of [
           "post /v1/subscriptions/{id}/recover",

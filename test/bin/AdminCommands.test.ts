@@ -121,6 +121,7 @@ describe("bothy subscriptions", () => {
             "bothy.subscription.degraded",
             "bothy.subscription.disabled",
             "bothy.subscription.recovered",
+            "bothy.subscription.test",
             "order.created",
           ],
           "bothy's own operational event types are built in",
@@ -160,6 +161,7 @@ describe("bothy subscriptions", () => {
             "bothy.subscription.degraded",
             "bothy.subscription.disabled",
             "bothy.subscription.recovered",
+            "bothy.subscription.test",
           ],
           "only the built-in types are left",
         )
@@ -274,6 +276,13 @@ describe("bothy subscriptions", () => {
         const [sealed] = yield* sql<{ previous: string | null }>`
           SELECT previous_secret_sealed AS previous FROM webhook_subscriptions WHERE id = ${id}::uuid`
         assert.isNotNull(sealed?.previous)
+
+        // A test event: appended for this subscription, named as the operator's.
+        const tested = jsonOf(yield* bothy(["subscriptions", "test-event", id, "--json"]))
+        assert.strictEqual(tested.type, "bothy.subscription.test")
+        const [appended] = yield* sql<{ about: string; by: string }>`
+          SELECT payload->>'subscription' AS about, payload->>'requestedBy' AS by FROM event_log WHERE seq = ${BigInt(tested.seq)}`
+        assert.deepStrictEqual(appended, { about: id, by: "operator" })
 
         // Deliveries: none yet; a recovery is a job for the worker.
         const none = yield* bothy(["deliveries", "list", id])

@@ -3,6 +3,7 @@ import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import * as Consumer from "../../src/consumer/Consumer.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
+import { testEventType } from "../../src/log/TestEvent.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import * as PushJob from "../../src/push/PushJob.ts"
@@ -93,6 +94,34 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushFanOut", (it) => {
         assert.strictEqual((yield* round)._tag, "Processed")
         assert.deepStrictEqual(yield* made, expected)
         assert.deepStrictEqual(yield* decodedArgs, inStatement, "the same args as the one-statement round's")
+      }),
+  )
+})
+
+layer(TestPush.layer(), { excludeTestServices: true })("PushFanOut and test events", (it) => {
+  it.effect(
+    "PushNotifiesNobodyOfTestEvents: a bothy.subscription.test event in a space with members makes no push job, by the one-statement round or a host's audience, while the event beside it does",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* PushAudience.join("te", "tess")
+        const registration = (yield* PushRegistrations.register("tess", TestPush.unheardSubscription())).id
+        const log = yield* EventLog
+        yield* log.append([
+          { space: "te", type: testEventType, actor: "bothy", payload: { subscription: "x" } },
+          { space: "te", type: "item.created", actor: "bothy", payload: {} },
+        ])
+        const head = (yield* log.head).seq
+        assert.strictEqual((yield* TestPush.round())._tag, "Processed")
+        assert.deepStrictEqual(yield* made, [`${registration}:${head}`], "only the ordinary event")
+
+        yield* sql`DELETE FROM jobs`
+        yield* sql`UPDATE event_consumer_cursors SET last_seq = ${head - 2n} WHERE name = 'push'`
+        const sqlAudience = yield* PushAudience.PushAudience
+        const host: PushAudience.PushAudienceShape = { recipients: sqlAudience.recipients }
+        const round = yield* Consumer.makeRound(PushFanOut.roundOptions(host, TestPush.settings().ttl, 10))
+        assert.strictEqual((yield* round)._tag, "Processed")
+        assert.deepStrictEqual(yield* made, [`${registration}:${head}`], "the same with a host's audience")
       }),
   )
 })

@@ -9,6 +9,8 @@ import type { Subscription } from "../../webhooks/subscriptions/WebhookSubscript
 export const actions = (s: Subscription) => {
   const api = `/v1/subscriptions/${s.id}`
   return html`<section class="actions" aria-labelledby="actions-title"><h2 id="actions-title">Actions</h2>
+<form class="inline" id="test-event" data-api="${api}/test-event" data-method="POST" data-label="Test event sent"
+ data-confirm="Send a test event (bothy.subscription.test) to this endpoint? It goes like any event, under the next sequence number."><button type="submit">Send a test event</button></form>
 <form class="inline" id="recover" data-api="${api}/recover" data-method="POST" data-label="Recover"
  data-confirm="Send again every failed delivery of this subscription since that time?">
 <label>Failed since (UTC)<input type="datetime-local" name="since" data-type="datetime" step="1" required></label>

@@ -22,6 +22,7 @@ import type { NewEvent } from "../../log/Event.ts"
 import { EventLog } from "../../log/EventLog.ts"
 import type { EventTypeEntry } from "../../log/EventTypeCatalog.ts"
 import type * as WebhookMetrics from "../WebhookMetrics.ts"
+import * as SubscriptionTestEvent from "./SubscriptionTestEvent.ts"
 
 /** A disable's cause (`SubscriptionStates.DisabledCause`; named from its source to keep imports one way). */
 type DisabledCause = (typeof WebhookMetrics.disabledCauses)[number]
@@ -179,7 +180,10 @@ const healthSchema = {
   },
 }
 
-/** The built-in types as catalog entries: always listed, never written to the catalog's table. */
+/**
+ * The built-in types as catalog entries (these and the test event's, `SubscriptionTestEvent`):
+ * always listed, never written to the catalog's table.
+ */
 export const catalogEntries: ReadonlyArray<EventTypeEntry> = [
   {
     name: subscriptionDisabled,
@@ -238,6 +242,7 @@ export const catalogEntries: ReadonlyArray<EventTypeEntry> = [
     deprecated: false,
     validated: false,
   },
+  SubscriptionTestEvent.catalogEntry,
 ]
 
 /** The built-in type names. */

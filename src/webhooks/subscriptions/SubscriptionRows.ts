@@ -9,6 +9,7 @@
 import { Effect } from "effect"
 import type { SqlClient, Statement } from "effect/sql"
 import * as EventLog from "../../log/EventLog.ts"
+import { testEventType } from "../../log/TestEvent.ts"
 import type { Columns } from "./EndpointCredentials.ts"
 import { likePatterns } from "./EventTypePatterns.ts"
 import { compile, type Filter } from "./PayloadFilter.ts"
@@ -122,11 +123,13 @@ export const selectSubscription = (sql: SqlClient.SqlClient, id: string) =>
  * Whether the subscription `s` (an alias of `webhook_subscriptions`) takes the event of type
  * `type` with payload `payload` (SQL expressions): its type patterns and its filter, and never an
  * operational event about itself (`OperationalEvents`: a `bothy.` type whose `subscription` is its
- * id), so a subscription that hears of its own trouble cannot feed it. The round and a re-enabling
- * match with this one fragment.
+ * id), so a subscription that hears of its own trouble cannot feed it. A test event (`TestEvent`)
+ * is the one exception: the subscription it names takes it, and no other. The round and a
+ * re-enabling match with this one fragment.
  */
 export const takesSql = (sql: SqlClient.SqlClient, s: string, type: string, payload: string) =>
   sql.literal(
-    `${type} LIKE ANY (${s}.type_patterns) AND (${s}.filter_path IS NULL OR ${payload} @@ ${s}.filter_path)` +
-      ` AND (${type} NOT LIKE 'bothy.%' OR (${payload} ->> 'subscription') IS DISTINCT FROM ${s}.id::text)`,
+    `CASE WHEN ${type} = '${testEventType}' THEN (${payload} ->> 'subscription') = ${s}.id::text ELSE ` +
+      `${type} LIKE ANY (${s}.type_patterns) AND (${s}.filter_path IS NULL OR ${payload} @@ ${s}.filter_path)` +
+      ` AND (${type} NOT LIKE 'bothy.%' OR (${payload} ->> 'subscription') IS DISTINCT FROM ${s}.id::text) END`,
   )

@@ -28,7 +28,8 @@ import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import * as SealingKeyCheck from "../../crypto/SealingKeyCheck.ts"
 import * as SecretBox from "../../crypto/SecretBox.ts"
-import { EventLog, type EventLogPartitionMissing } from "../../log/EventLog.ts"
+import type { InvalidEvent } from "../../log/Event.ts"
+import { type AppendError, EventLog, type EventLogPartitionMissing } from "../../log/EventLog.ts"
 import { type UnsafeWebhookTarget, validateUrl } from "../../outbound/OutboundTarget.ts"
 import { firstIssue } from "../../platform/FieldIssue.ts"
 import { isUuid } from "../../platform/Uuid.ts"
@@ -42,6 +43,7 @@ import type { RetryNow } from "./SubscriptionRetry.ts"
 import * as SubscriptionRetry from "./SubscriptionRetry.ts"
 import { insertSubscription, selectSubscription, selectSubscriptions, updateSubscription } from "./SubscriptionRows.ts"
 import { type DisabledCause, disable, stop } from "./SubscriptionStates.ts"
+import * as SubscriptionTestEvent from "./SubscriptionTestEvent.ts"
 import * as WebhookSecret from "./WebhookSecret.ts"
 
 export { type EndpointAuthView, InvalidEndpointCredentials } from "./EndpointCredentials.ts"
@@ -97,6 +99,17 @@ export interface SubscriptionPage {
   readonly next: string | null
 }
 
+/** `sendTestEvent` with the layer's connection and log. */
+const testEventSender = (sql: SqlClient.SqlClient, log: EventLog["Service"]) =>
+  Effect.fn("WebhookSubscriptions.sendTestEvent")(function* (id: string, requestedBy: string) {
+    if (!isUuid(id)) return yield* new SubscriptionNotFound({ id })
+    const sent = yield* SubscriptionTestEvent.send(id, requestedBy).pipe(
+      Effect.provideService(SqlClient.SqlClient, sql),
+      Effect.provideService(EventLog, log),
+    )
+    return sent ?? (yield* new SubscriptionNotFound({ id }))
+  })
+
 export class WebhookSubscriptions extends Context.Service<
   WebhookSubscriptions,
   {
@@ -143,6 +156,17 @@ export class WebhookSubscriptions extends Context.Service<
      * deliveries resume in order, from the one that failed (`SubscriptionRetry`).
      */
     readonly retryNow: (id: string) => Effect.Effect<RetryNow, SubscriptionNotFound | SqlError>
+    /**
+     * Appends a test event for the subscription (`SubscriptionTestEvent`), which it then delivers
+     * as any event; `requestedBy` is the principal who asked, or `operator`.
+     */
+    readonly sendTestEvent: (
+      id: string,
+      requestedBy: string,
+    ) => Effect.Effect<
+      SubscriptionTestEvent.TestEventSent,
+      SubscriptionNotFound | SubscriptionTestEvent.TestEventNeedsScope | Exclude<AppendError, InvalidEvent>
+    >
   }
 >()("bothy/WebhookSubscriptions") {
   static readonly layer = Layer.effect(
@@ -266,6 +290,8 @@ export class WebhookSubscriptions extends Context.Service<
           return done ?? (yield* new SubscriptionNotFound({ id }))
         })
 
+      const sendTestEvent = testEventSender(sql, log)
+
       return WebhookSubscriptions.of({
         create,
         get,
@@ -276,6 +302,7 @@ export class WebhookSubscriptions extends Context.Service<
         rotateSecret,
         remove,
         retryNow,
+        sendTestEvent,
       })
     }),
   )
