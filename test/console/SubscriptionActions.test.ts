@@ -5,10 +5,8 @@
  * since then, and not an older one. The drain and recovery jobs run as the worker runs them.
  */
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import * as DeliveryResend from "../../src/webhooks/subscriptions/DeliveryResend.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
@@ -17,21 +15,6 @@ import * as SignedIn from "./SignedIn.ts"
 
 // A failed request waits an hour for its retry: only a recovery sends it sooner.
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] })
-
-/** The drain jobs and the recovery job on queue `webhooks`, as the worker runs them. */
-const startWorker = (signals: TestWebhooks.Signals) =>
-  Effect.gen(function* () {
-    const drain = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
-    const recover = yield* DeliveryResend.make
-    yield* Layer.build(
-      JobWorker.layer({
-        kinds: [drain, recover],
-        queues: { webhooks: { concurrency: 4 } },
-        pollInterval: "50 millis",
-        onFinalized: signals.onFinalized,
-      }),
-    )
-  })
 
 layer(Live, { excludeTestServices: true })("the subscription page's actions", (it) => {
   it.effect(
@@ -45,7 +28,7 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
         const count = () => receiver.received().length
         const sub = yield* TestWebhooks.subscribe("act-owner", `${receiver.origin}/hook`, ["act-space"])
         const signals = yield* TestWebhooks.signals
-        yield* startWorker(signals)
+        yield* TestWebhooks.startDrainers(signals, { kinds: [yield* DeliveryResend.make] })
         const received = (n: number) => signals.until(Effect.sync(() => count() === n))
         const off = Effect.gen(function* () {
           yield* webhooks.disable(sub.id)
