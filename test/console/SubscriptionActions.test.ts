@@ -11,7 +11,7 @@ import * as DeliveryResend from "../../src/webhooks/subscriptions/DeliveryResend
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as SignedIn from "./SignedIn.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 // A failed request waits an hour for its retry: only a recovery sends it sooner.
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] })
@@ -42,9 +42,9 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
         yield* received(1)
         yield* signals.until(Effect.map(TestWebhooks.deliveries(sub.id), (ds) => ds[0]?.state === "delivered"))
 
-        const { base, page, dialogs } = yield* SignedIn.operator
+        const { base, page, dialogs } = yield* ConsoleBrowser.operator()
         const path = `/console/subscriptions/${sub.id}`
-        assert.strictEqual(yield* SignedIn.visit(page, base, path), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, path), 200)
         const [first] = yield* Effect.promise(() =>
           page.locator("#deliveries tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-delivery"))),
         )
@@ -59,7 +59,7 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
         assert.strictEqual(yield* Effect.promise(() => page.locator(".flash").textContent()), "Resend: done")
 
         // The delivery's page rebuilds the headers the receiver got; the signature shows redacted.
-        assert.strictEqual(yield* SignedIn.visit(page, base, `/console/deliveries/${first}`), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, `/console/deliveries/${first}`), 200)
         const sent = yield* Effect.promise(() =>
           page
             .locator("#attempt-2 table.headers tbody tr")
@@ -91,7 +91,7 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
 
         // Recover since an hour ago, through the page's form: 3 and 4 come again, 2 stays dead.
         status = 200
-        assert.strictEqual(yield* SignedIn.visit(page, base, path), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, path), 200)
         const hourAgo = new Date(Date.now() - 3_600_000).toISOString().slice(0, 16)
         yield* Effect.promise(async () => {
           await page.fill("#recover input[name=since]", hourAgo)
