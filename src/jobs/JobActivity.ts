@@ -4,6 +4,7 @@
  * the read is the window's finished jobs, not the table.
  */
 import type { SqlClient } from "effect/sql"
+import * as MinuteBuckets from "../platform/MinuteBuckets.ts"
 
 export interface FinishedInMinute {
   /** The minute's start, in Unix seconds. */
@@ -15,7 +16,7 @@ export interface FinishedInMinute {
 /** Jobs of `kinds` finalized per minute and end state since `since` (empty minutes are absent). */
 export const finishedPerMinute = (sql: SqlClient.SqlClient, kinds: ReadonlyArray<string>, since: Date) =>
   sql<FinishedInMinute>`
-    SELECT extract(epoch FROM date_trunc('minute', finalized_at))::float8 AS minute, state::text AS state,
+    SELECT ${MinuteBuckets.startOf(sql, sql`finalized_at`)} AS minute, state::text AS state,
            count(*)::int AS count
     FROM jobs WHERE finalized_at >= ${since}::timestamptz AND kind IN ${sql.in(kinds)}
     GROUP BY 1, 2 ORDER BY 1`

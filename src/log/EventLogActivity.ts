@@ -8,6 +8,7 @@
  * hour), whatever the log keeps.
  */
 import type { SqlClient } from "effect/sql"
+import * as MinuteBuckets from "../platform/MinuteBuckets.ts"
 
 export interface MinuteCount {
   /** The minute's start, in Unix seconds. */
@@ -18,6 +19,6 @@ export interface MinuteCount {
 /** Events numbered per minute since `since` (minutes without events are absent). */
 export const perMinute = (sql: SqlClient.SqlClient, since: Date) =>
   sql<MinuteCount>`
-    SELECT extract(epoch FROM date_trunc('minute', occurred_at))::float8 AS minute, count(*)::int AS count
+    SELECT ${MinuteBuckets.startOf(sql, sql`occurred_at`)} AS minute, count(*)::int AS count
     FROM event_log WHERE occurred_at >= ${since}::timestamptz
     GROUP BY 1 ORDER BY 1`.unprepared

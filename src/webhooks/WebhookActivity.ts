@@ -11,6 +11,7 @@
  * `webhook_attempts_started`), so they cost the window's rows, not the tables'.
  */
 import type { SqlClient } from "effect/sql"
+import * as MinuteBuckets from "../platform/MinuteBuckets.ts"
 
 export interface FinishedInMinute {
   /** The minute's start, in Unix seconds. */
@@ -26,11 +27,11 @@ export interface FinishedInMinute {
 export const finishedPerMinute = (sql: SqlClient.SqlClient, since: Date) =>
   sql<FinishedInMinute>`
     WITH finished AS (
-      SELECT date_trunc('minute', finished_at) AS minute, state,
+      SELECT ${MinuteBuckets.startOf(sql, sql`finished_at`)} AS minute, state,
              extract(epoch FROM finished_at - COALESCE(event_at, created_at)) * 1000 AS latency
       FROM webhook_deliveries WHERE state <> 'pending' AND finished_at >= ${since}::timestamptz
     )
-    SELECT extract(epoch FROM minute)::float8 AS minute,
+    SELECT minute,
            (count(*) FILTER (WHERE state = 'delivered'))::int AS delivered,
            (count(*) FILTER (WHERE state = 'dead'))::int AS dead,
            (percentile_cont(0.5) WITHIN GROUP (ORDER BY latency) FILTER (WHERE state = 'delivered'))::float8 AS p50,
@@ -45,7 +46,7 @@ export interface FailedInMinute {
 /** Attempts per minute since `since` that got no 2xx (another status, or no answer at all). */
 export const failedAttemptsPerMinute = (sql: SqlClient.SqlClient, since: Date) =>
   sql<FailedInMinute>`
-    SELECT extract(epoch FROM date_trunc('minute', started_at))::float8 AS minute, count(*)::int AS failed
+    SELECT ${MinuteBuckets.startOf(sql, sql`started_at`)} AS minute, count(*)::int AS failed
     FROM webhook_attempts
     WHERE started_at >= ${since}::timestamptz AND (status IS NULL OR status NOT BETWEEN 200 AND 299)
     GROUP BY 1 ORDER BY 1`

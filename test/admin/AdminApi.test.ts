@@ -7,9 +7,7 @@ import * as AdminServer from "../../src/admin/AdminServer.ts"
 import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../src/authz/Permissions.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import * as DeliveryResend from "../../src/webhooks/subscriptions/DeliveryResend.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
@@ -22,21 +20,6 @@ const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] }).pipe(
 )
 
 const token = "admin-test-token-0123456789"
-
-/** The drain jobs and the recovery job on queue `webhooks`, as the worker runs them; they wake `signals`. */
-const startWorker = (signals: TestWebhooks.Signals) =>
-  Effect.gen(function* () {
-    const drain = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
-    const recover = yield* DeliveryResend.make
-    yield* Layer.build(
-      JobWorker.layer({
-        kinds: [drain, recover],
-        queues: { webhooks: { concurrency: 4 } },
-        pollInterval: "50 millis",
-        onFinalized: signals.onFinalized,
-      }),
-    )
-  })
 
 layer(Live, { excludeTestServices: true })("the admin API", (it) => {
   it.effect(
@@ -126,7 +109,7 @@ layer(Live, { excludeTestServices: true })("the admin API", (it) => {
         assert.strictEqual(badPatch.body.field, 'headers["webhook-id"]')
 
         // Two events fail at the receiver: the first is attempted and waits an hour, the second behind it.
-        yield* startWorker(signals)
+        yield* TestWebhooks.startDrainers(signals, { kinds: [yield* DeliveryResend.make] })
         yield* TestWebhooks.append("space-1", { i: 1 })
         yield* TestWebhooks.append("space-1", { i: 2 })
         yield* TestWebhooks.round()

@@ -1,9 +1,7 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect } from "effect"
 import * as AdminAuthModule from "../../src/admin/AdminAuth.ts"
 import { AdminAuth, Unauthenticated } from "../../src/admin/AdminAuth.ts"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import * as BulkRecovery from "../../src/webhooks/subscriptions/BulkRecovery.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
@@ -11,21 +9,6 @@ import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] })
-
-/** Drainers and bulk recoveries on queue `webhooks`, as the worker runs them. */
-const startWorker = (signals: TestWebhooks.Signals) =>
-  Effect.gen(function* () {
-    const drain = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
-    const bulk = yield* BulkRecovery.make
-    yield* Layer.build(
-      JobWorker.layer({
-        kinds: [drain, bulk],
-        queues: { webhooks: { concurrency: 4 } },
-        pollInterval: "50 millis",
-        onFinalized: signals.onFinalized,
-      }),
-    )
-  })
 
 /** A host's auth: the `x-principal` header names the caller; `x-operator` makes it the operator. */
 const hostAuth = AdminAuth.make((request) => {
@@ -83,7 +66,7 @@ layer(Live, { excludeTestServices: true })("the admin API's recoveries", (it) =>
         assert.deepStrictEqual([paused.status, paused.body.state, paused.body.filter.owner], [200, "paused", "carol"])
 
         healthy = true
-        yield* startWorker(signals)
+        yield* TestWebhooks.startDrainers(signals, { kinds: [yield* BulkRecovery.make] })
         // The worker takes the job and ends it at once, cancelled as paused: nothing is sent.
         yield* signals.until(
           Effect.map(

@@ -5,9 +5,7 @@
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect, Layer, Option, Redacted } from "effect"
 import { AdminAuth } from "../../src/admin/AdminAuth.ts"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
 import { PushConfig } from "../../src/push/PushConfig.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestPush from "../support/TestPush.ts"
@@ -26,15 +24,7 @@ layer(Live, { excludeTestServices: true })("retry now", (it) => {
     () =>
       Effect.gen(function* () {
         const signals = yield* TestWebhooks.signals
-        const drain = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
-        yield* Layer.build(
-          JobWorker.layer({
-            kinds: [drain],
-            queues: { webhooks: { concurrency: 4 } },
-            pollInterval: "50 millis",
-            onFinalized: signals.onFinalized,
-          }),
-        )
+        yield* TestWebhooks.startDrainers(signals)
         let status = 503
         const receiver = yield* WebhookReceiver.start(() => ({ status }))
         const sub = yield* TestWebhooks.subscribe("retry-owner", receiver.url("/hook"), ["retry"])

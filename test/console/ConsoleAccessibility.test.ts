@@ -6,16 +6,14 @@
 import { readFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { assert, layer } from "@effect/vitest"
-import { Effect, Option, Redacted } from "effect"
+import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import type { Page } from "playwright-core"
-import { AdminAuth } from "../../src/admin/AdminAuth.ts"
-import * as Chromium from "../support/Chromium.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
-const token = "axe-token"
 const axeSource = readFileSync(createRequire(import.meta.url).resolve("axe-core/axe.min.js"), "utf8")
 
 interface Violation {
@@ -43,7 +41,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("console accessibilit
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
-        const base = yield* TestAdmin.serve(AdminAuth.token(Option.some(Redacted.make(token))))
+        const base = yield* ConsoleBrowser.serve
         let calls = 0
         const receiver = yield* LoopbackServer.http((_request, response) => {
           calls += 1
@@ -59,14 +57,10 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("console accessibilit
         )
         const [delivery] = yield* sql<{ id: bigint }>`SELECT id FROM webhook_deliveries LIMIT 1`
 
-        const browser = yield* Chromium.launch
-        const page = yield* Effect.promise(() => browser.newPage())
-        yield* Effect.promise(() => page.goto(`${base}/console/login`))
+        const { page } = yield* ConsoleBrowser.open
+        yield* ConsoleBrowser.visit(page, base, "/console/login")
         const found: Record<string, ReadonlyArray<string>> = { "/console/login": yield* violations(page) }
-        yield* Effect.promise(() => page.fill("#token", token))
-        yield* Effect.promise(() =>
-          Promise.all([page.waitForURL(/\/console\/overview/), page.click("button[type=submit]")]),
-        )
+        yield* ConsoleBrowser.signIn(page, base, "/console/overview")
 
         yield* Effect.promise(() => page.keyboard.press("Tab"))
         assert.strictEqual(
@@ -89,7 +83,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("console accessibilit
           found[path] = yield* violations(page)
         }
         const link = yield* TestAdmin.call(base, "POST", "/v1/portal-links", {
-          token,
+          token: ConsoleBrowser.token,
           body: { principal: "axe-owner" },
         })
         yield* Effect.promise(() => page.goto(link.body.url))

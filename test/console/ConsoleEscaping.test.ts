@@ -14,7 +14,7 @@ import { SqlClient } from "effect/sql"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as SignedIn from "./SignedIn.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] })
 
@@ -55,14 +55,14 @@ layer(Live, { excludeTestServices: true })("escaping on the subscription pages",
         const url = `${receiver.origin}/hook?q=${evil}&r='"x"'`
         yield* sql`UPDATE webhook_subscriptions SET url = ${url} WHERE id = ${sub.id}::uuid`
 
-        const { base, page, dialogs } = yield* SignedIn.operator
+        const { base, page, dialogs } = yield* ConsoleBrowser.operator()
         const visits: ReadonlyArray<readonly [string, ReadonlyArray<string>]> = [
           ["/console/subscriptions", [url]],
           [`/console/subscriptions/${sub.id}`, [url, evil]],
           [`/console/deliveries/${delivery!.id}`, [url, evil, `"note": "${evil}"`, `x-note\t${evil}`]],
         ]
         for (const [path, texts] of visits) {
-          assert.strictEqual(yield* SignedIn.visit(page, base, path), 200, path)
+          assert.strictEqual(yield* ConsoleBrowser.visit(page, base, path), 200, path)
           // biome-ignore lint/performance/useDomNodeTextContent: the visible text is what the test asserts on
           const shown = yield* Effect.promise(() => page.locator("main").innerText())
           for (const text of texts) assert.include(shown, text, `${path} shows it as text`)

@@ -5,13 +5,11 @@
  * looks like markup is shown as text.
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect, Option, Redacted } from "effect"
+import { Effect } from "effect"
 import type { Page } from "playwright-core"
-import { AdminAuth } from "../../src/admin/AdminAuth.ts"
-import * as Chromium from "../support/Chromium.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import { artifact, signIn } from "./ConsoleBrowser.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 const example = { order: { id: "o-17", total: 42.5 }, note: `<img src=x id="injected">` }
 
@@ -42,10 +40,10 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the console's event 
     "ConsoleEventTypesShowExamples: a catalog type with an example appears with its example and schema, to the operator and to a principal through a portal link",
     () =>
       Effect.gen(function* () {
-        const base = yield* TestAdmin.serve(AdminAuth.token(Option.some(Redacted.make("t"))))
-        const api = TestAdmin.client(base, { token: "t" })
+        const base = yield* ConsoleBrowser.serve
+        const api = TestAdmin.client(base, { token: ConsoleBrowser.token })
         const put = yield* TestAdmin.call(base, "PUT", "/v1/event-types/order.paid", {
-          token: "t",
+          token: ConsoleBrowser.token,
           body: { description: "An order was paid in full.", schema: { type: "object", required: ["order"] }, example },
         })
         assert.strictEqual(put.status, 200, JSON.stringify(put.body))
@@ -53,9 +51,8 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the console's event 
         assert.strictEqual(link.status, 200, JSON.stringify(link.body))
 
         // One browser: the operator's session first, then the portal link's, which replaces it.
-        const browser = yield* Chromium.launch
-        const page = yield* Effect.promise(() => browser.newPage())
-        yield* signIn(page, base, "/console/event-types")
+        const { browser, page } = yield* ConsoleBrowser.open
+        yield* ConsoleBrowser.signIn(page, base, "/console/event-types")
         yield* shows(page, "operator")
         // The link sets the principal's session and sends it to its subscriptions (whatever that
         // page answers here, the session is set by the link's own answer).
@@ -65,7 +62,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the console's event 
         const response = yield* Effect.promise(() => portal.goto(`${base}/console/event-types`))
         assert.strictEqual(response?.status(), 200)
         yield* shows(portal, "principal")
-        yield* Effect.promise(() => portal.screenshot({ path: artifact("console-event-types.png"), fullPage: true }))
+        yield* ConsoleBrowser.screenshot(portal, "console-event-types.png")
         // The overview is the operator's: a 404 to the principal.
         const overview = yield* Effect.promise(() => portal.goto(`${base}/console/overview`))
         assert.strictEqual(overview?.status(), 404)

@@ -7,12 +7,10 @@
 import { assert, layer } from "@effect/vitest"
 import { Deferred, Effect, Option, Redacted } from "effect"
 import { AdminAuth } from "../../src/admin/AdminAuth.ts"
-import * as Chromium from "../support/Chromium.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-
-const token = "forged-token"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 layer(TestWebhooks.layer(), { excludeTestServices: true })("a forged form post", (it) => {
   for (const auth of ["token", "open"] as const) {
@@ -21,16 +19,13 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("a forged form post",
       () =>
         Effect.gen(function* () {
           const base = yield* TestAdmin.serve(
-            AdminAuth.token(auth === "token" ? Option.some(Redacted.make(token)) : Option.none()),
+            AdminAuth.token(auth === "token" ? Option.some(Redacted.make(ConsoleBrowser.token)) : Option.none()),
           )
           const subscription = yield* TestWebhooks.subscribe("forged-owner", "http://127.0.0.1:9/hook", [
             "forged-space",
           ])
-          const browser = yield* Chromium.launch
-          const page = yield* Effect.promise(() => browser.newPage())
-          yield* Effect.promise(() => page.goto(`${base}/console/login`))
-          yield* Effect.promise(() => page.fill("#token", token))
-          yield* Effect.promise(() => Promise.all([page.waitForURL(/\/console\//), page.click("button[type=submit]")]))
+          const { browser, page } = yield* ConsoleBrowser.open
+          yield* ConsoleBrowser.signIn(page, base, "/console/overview")
           const cookies = yield* Effect.promise(() => browser.cookies(base))
           assert.isTrue(
             cookies.some((c) => c.name === "bothy_console"),
@@ -50,7 +45,9 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("a forged form post",
           })
           yield* Effect.promise(() => page.goto(`${evil.origin}/`))
           assert.strictEqual(yield* Deferred.await(answered), 403, "refused as a cross-site change")
-          const now = yield* TestAdmin.call(base, "GET", `/v1/subscriptions/${subscription.id}`, { token })
+          const now = yield* TestAdmin.call(base, "GET", `/v1/subscriptions/${subscription.id}`, {
+            token: ConsoleBrowser.token,
+          })
           assert.strictEqual(now.body.state, "active")
         }),
     )

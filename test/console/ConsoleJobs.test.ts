@@ -5,16 +5,13 @@
  * their new states.
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Effect, Layer, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import { AdminAuth } from "../../src/admin/AdminAuth.ts"
 import * as JobKind from "../../src/jobs/JobKind.ts"
 import { Jobs } from "../../src/jobs/Jobs.ts"
 import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import * as Chromium from "../support/Chromium.ts"
-import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import { artifact, signIn } from "./ConsoleBrowser.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 const failing = JobKind.make({
   kind: "console.fails",
@@ -55,15 +52,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the console's jobs p
           yield* signals.until(Effect.map(stateOf(failed!.id), (s) => s === "discarded"))
         }).pipe(Effect.scoped)
 
-        const base = yield* TestAdmin.serve(AdminAuth.token(Option.some(Redacted.make("t"))))
-        const browser = yield* Chromium.launch
-        const page = yield* Effect.promise(() => browser.newPage())
-        const confirmations: Array<string> = []
-        page.on("dialog", (dialog) => {
-          confirmations.push(dialog.message())
-          void dialog.accept()
-        })
-        yield* signIn(page, base, "/console/jobs")
+        const { base, page, dialogs } = yield* ConsoleBrowser.operator("/console/jobs")
         // biome-ignore lint/performance/useDomNodeTextContent: the visible text is what the test asserts on
         const text = (selector: string) => Effect.promise(() => page.locator(selector).innerText())
         const failedRow = `#jobs tr[data-job="${failed!.id}"]`
@@ -104,11 +93,14 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the console's jobs p
           1,
           "a cancelled job can only be retried",
         )
-        yield* Effect.promise(() => page.screenshot({ path: artifact("console-jobs.png"), fullPage: true }))
-        assert.deepStrictEqual(confirmations, [
-          `Run job ${failed!.id} (${failing.kind}) again now?`,
-          `Cancel job ${later!.id} (console.later)? It will not run.`,
-        ])
+        yield* ConsoleBrowser.screenshot(page, "console-jobs.png")
+        assert.deepStrictEqual(
+          dialogs.map((d) => d.message),
+          [
+            `Run job ${failed!.id} (${failing.kind}) again now?`,
+            `Cancel job ${later!.id} (console.later)? It will not run.`,
+          ],
+        )
       }).pipe(Effect.scoped),
     120_000,
   )

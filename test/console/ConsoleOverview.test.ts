@@ -6,18 +6,15 @@
  */
 import { fileURLToPath } from "node:url"
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Option, Redacted } from "effect"
+import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { AdminAuth } from "../../src/admin/AdminAuth.ts"
-import * as Chromium from "../support/Chromium.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
-import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import { type Chart, drawnCharts, signIn } from "./ConsoleBrowser.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 const screenshot = fileURLToPath(new URL("../../docs/img/console-overview.png", import.meta.url))
 
-const total = (chart: Chart, label: string) =>
+const total = (chart: ConsoleBrowser.Chart, label: string) =>
   chart.data[chart.series.indexOf(label) + 1]!.reduce<number>((a, v) => a + (v ?? 0), 0)
 
 // Quick retries, so the failed attempts are followed by the ones that deliver within the test.
@@ -58,12 +55,11 @@ layer(TestWebhooks.layer({ retrySteps: [Duration.millis(20)] }), { excludeTestSe
                    (SELECT count(*)::int FROM webhook_attempts WHERE status = 500) AS failed`
           assert.deepStrictEqual(made, { events, delivered: matching, failed: failures }, "the figures made")
 
-          const base = yield* TestAdmin.serve(AdminAuth.token(Option.some(Redacted.make("t"))))
-          const browser = yield* Chromium.launch
-          const page = yield* Effect.promise(() => browser.newPage())
+          const base = yield* ConsoleBrowser.serve
+          const { page } = yield* ConsoleBrowser.open
           yield* Effect.promise(() => page.setViewportSize({ width: 1280, height: 900 }))
-          yield* signIn(page, base, "/console/overview")
-          const byName = yield* drawnCharts(page)
+          yield* ConsoleBrowser.signIn(page, base, "/console/overview")
+          const byName = yield* ConsoleBrowser.drawnCharts(page)
           assert.closeTo(total(byName.events!, "events/s") * 60, events, 1e-9, "events appended")
           assert.strictEqual(total(byName.deliveries!, "delivered"), matching)
           assert.strictEqual(total(byName.deliveries!, "failed attempts"), failures)

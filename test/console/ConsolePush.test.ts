@@ -4,14 +4,12 @@
  * token (they address the device). With push set up, the overview draws its push chart.
  */
 import { assert, layer } from "@effect/vitest"
-import { Effect, Layer, Option, Redacted } from "effect"
-import { AdminAuth } from "../../src/admin/AdminAuth.ts"
+import { Effect, Layer } from "effect"
 import { PushConfig } from "../../src/push/PushConfig.ts"
-import * as Chromium from "../support/Chromium.ts"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestPush from "../support/TestPush.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import { artifact, drawnCharts, signIn } from "./ConsoleBrowser.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 const Live = TestWebhooks.layer().pipe(Layer.provideMerge(PushConfig.layerWith(TestPush.settings())))
 
@@ -20,8 +18,8 @@ layer(Live, { excludeTestServices: true })("the console's push page", (it) => {
     "ConsolePushListsEveryKind: web push, APNs and FCM registrations are counted by kind and listed without their whole endpoint or token",
     () =>
       Effect.gen(function* () {
-        const base = yield* TestAdmin.serve(AdminAuth.token(Option.some(Redacted.make("t"))))
-        const api = TestAdmin.client(base, { token: "t" })
+        const base = yield* ConsoleBrowser.serve
+        const api = TestAdmin.client(base, { token: ConsoleBrowser.token })
         const browsers = [TestPush.unheardSubscription(), TestPush.unheardSubscription()]
         for (const subscription of browsers) {
           assert.strictEqual((yield* api.post("/v1/registrations", { principal: "alice", subscription })).status, 201)
@@ -35,9 +33,8 @@ layer(Live, { excludeTestServices: true })("the console's push page", (it) => {
           201,
         )
 
-        const browser = yield* Chromium.launch
-        const page = yield* Effect.promise(() => browser.newPage())
-        yield* signIn(page, base, "/console/push")
+        const { page } = yield* ConsoleBrowser.open
+        yield* ConsoleBrowser.signIn(page, base, "/console/push")
         // biome-ignore lint/performance/useDomNodeTextContent: the visible text is what the test asserts on
         const text = (selector: string) => Effect.promise(() => page.locator(selector).innerText())
         for (const [kind, n] of [
@@ -55,9 +52,9 @@ layer(Live, { excludeTestServices: true })("the console's push page", (it) => {
         const html = yield* Effect.promise(() => page.content())
         for (const whole of [apnsToken, fcmToken, browsers[0]!.endpoint]) assert.notInclude(html, whole)
 
-        yield* Effect.promise(() => page.screenshot({ path: artifact("console-push.png"), fullPage: true }))
+        yield* ConsoleBrowser.screenshot(page, "console-push.png")
         yield* Effect.promise(() => page.goto(`${base}/console/overview`))
-        const charts = yield* drawnCharts(page)
+        const charts = yield* ConsoleBrowser.drawnCharts(page)
         assert.deepStrictEqual(charts.push?.series, ["completed", "discarded", "cancelled"])
       }).pipe(Effect.scoped),
     120_000,

@@ -6,17 +6,13 @@
  * list shows the same subscription's health over 24 hours, sparkline figures included. Screenshots
  * of both pages land in test/artifacts/ (git-ignored).
  */
-import { mkdirSync } from "node:fs"
-import { fileURLToPath } from "node:url"
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as SignedIn from "./SignedIn.ts"
-
-const artifacts = fileURLToPath(new URL("../artifacts/", import.meta.url))
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 // A failed request waits an hour for its retry, so a failing delivery stays pending while the page is read.
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] })
@@ -59,9 +55,9 @@ layer(Live, { excludeTestServices: true })("the delivery log", (it) => {
         const refunded9 = yield* TestWebhooks.append("log-space", { order: { id: 9 } }, "order.refunded")
         yield* settled((ds) => ds.length === 5 && ds[4]!.attempts === 1 && ds[3]!.state === "dead")
 
-        const { base, page } = yield* SignedIn.operator
+        const { base, page } = yield* ConsoleBrowser.operator()
         const path = `/console/subscriptions/${sub.id}`
-        const seqs = SignedIn.column(page, "#deliveries tbody tr", 2)
+        const seqs = ConsoleBrowser.column(page, "#deliveries tbody tr", 2)
         const filter = (fill: Record<string, string>, select?: string) =>
           Effect.promise(async () => {
             await page.goto(`${base}${path}`)
@@ -70,17 +66,16 @@ layer(Live, { excludeTestServices: true })("the delivery log", (it) => {
             await Promise.all([page.waitForURL(/\?/), page.click("form.filters button[type=submit]")])
           })
 
-        assert.strictEqual(yield* SignedIn.visit(page, base, path), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, path), 200)
         const all = [refunded9, dead42, created7, paid42, created42].map(seqOf)
         assert.deepStrictEqual(yield* seqs, all, "everything, newest first")
-        mkdirSync(artifacts, { recursive: true })
-        yield* Effect.promise(() => page.screenshot({ path: `${artifacts}console-subscription.png`, fullPage: true }))
+        yield* ConsoleBrowser.screenshot(page, "console-subscription.png")
 
         yield* filter({}, "delivered")
         assert.deepStrictEqual(yield* seqs, [created7, paid42, created42].map(seqOf))
         yield* filter({}, "dead")
         assert.deepStrictEqual(yield* seqs, [seqOf(dead42)])
-        assert.include((yield* SignedIn.column(page, "#deliveries tbody tr", 4))[0], "dead (disabled:manual)")
+        assert.include((yield* ConsoleBrowser.column(page, "#deliveries tbody tr", 4))[0], "dead (disabled:manual)")
         yield* filter({}, "pending")
         assert.deepStrictEqual(yield* seqs, [seqOf(refunded9)])
 
@@ -118,7 +113,7 @@ layer(Live, { excludeTestServices: true })("the delivery log", (it) => {
         }
 
         // The list: 3 delivered and 2 failed attempts in the last 24 hours, the last one a 500.
-        assert.strictEqual(yield* SignedIn.visit(page, base, "/console/subscriptions"), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, "/console/subscriptions"), 200)
         const row = page.locator(`#subscriptions tr[data-subscription="${sub.id}"]`)
         // biome-ignore lint/performance/useDomNodeTextContent: the visible text is what the test asserts on
         const text = yield* Effect.promise(() => row.innerText())
@@ -131,7 +126,7 @@ layer(Live, { excludeTestServices: true })("the delivery log", (it) => {
           )
         assert.strictEqual(yield* figures("delivered"), 3)
         assert.strictEqual(yield* figures("failed"), 2)
-        yield* Effect.promise(() => page.screenshot({ path: `${artifacts}console-subscriptions.png`, fullPage: true }))
+        yield* ConsoleBrowser.screenshot(page, "console-subscriptions.png")
         assert.match(
           yield* Effect.promise(() => spark.locator("title").textContent()).pipe(Effect.map(String)),
           /3 attempts delivered, 2 failed/,

@@ -5,33 +5,16 @@
  * since then, and not an older one. The drain and recovery jobs run as the worker runs them.
  */
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer } from "effect"
+import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import * as JobWorker from "../../src/jobs/JobWorker.ts"
-import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import * as DeliveryResend from "../../src/webhooks/subscriptions/DeliveryResend.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as SignedIn from "./SignedIn.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 // A failed request waits an hour for its retry: only a recovery sends it sooner.
 const Live = TestWebhooks.layer({ retrySteps: [Duration.hours(1)] })
-
-/** The drain jobs and the recovery job on queue `webhooks`, as the worker runs them. */
-const startWorker = (signals: TestWebhooks.Signals) =>
-  Effect.gen(function* () {
-    const drain = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
-    const recover = yield* DeliveryResend.make
-    yield* Layer.build(
-      JobWorker.layer({
-        kinds: [drain, recover],
-        queues: { webhooks: { concurrency: 4 } },
-        pollInterval: "50 millis",
-        onFinalized: signals.onFinalized,
-      }),
-    )
-  })
 
 layer(Live, { excludeTestServices: true })("the subscription page's actions", (it) => {
   it.effect(
@@ -45,7 +28,7 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
         const count = () => receiver.received().length
         const sub = yield* TestWebhooks.subscribe("act-owner", `${receiver.origin}/hook`, ["act-space"])
         const signals = yield* TestWebhooks.signals
-        yield* startWorker(signals)
+        yield* TestWebhooks.startDrainers(signals, { kinds: [yield* DeliveryResend.make] })
         const received = (n: number) => signals.until(Effect.sync(() => count() === n))
         const off = Effect.gen(function* () {
           yield* webhooks.disable(sub.id)
@@ -59,9 +42,9 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
         yield* received(1)
         yield* signals.until(Effect.map(TestWebhooks.deliveries(sub.id), (ds) => ds[0]?.state === "delivered"))
 
-        const { base, page, dialogs } = yield* SignedIn.operator
+        const { base, page, dialogs } = yield* ConsoleBrowser.operator()
         const path = `/console/subscriptions/${sub.id}`
-        assert.strictEqual(yield* SignedIn.visit(page, base, path), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, path), 200)
         const [first] = yield* Effect.promise(() =>
           page.locator("#deliveries tbody tr").evaluateAll((rows) => rows.map((r) => r.getAttribute("data-delivery"))),
         )
@@ -76,7 +59,7 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
         assert.strictEqual(yield* Effect.promise(() => page.locator(".flash").textContent()), "Resend: done")
 
         // The delivery's page rebuilds the headers the receiver got; the signature shows redacted.
-        assert.strictEqual(yield* SignedIn.visit(page, base, `/console/deliveries/${first}`), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, `/console/deliveries/${first}`), 200)
         const sent = yield* Effect.promise(() =>
           page
             .locator("#attempt-2 table.headers tbody tr")
@@ -108,7 +91,7 @@ layer(Live, { excludeTestServices: true })("the subscription page's actions", (i
 
         // Recover since an hour ago, through the page's form: 3 and 4 come again, 2 stays dead.
         status = 200
-        assert.strictEqual(yield* SignedIn.visit(page, base, path), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, path), 200)
         const hourAgo = new Date(Date.now() - 3_600_000).toISOString().slice(0, 16)
         yield* Effect.promise(async () => {
           await page.fill("#recover input[name=since]", hourAgo)

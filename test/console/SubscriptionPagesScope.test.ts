@@ -8,7 +8,7 @@ import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import * as TestAdmin from "../support/TestAdmin.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
-import * as SignedIn from "./SignedIn.ts"
+import * as ConsoleBrowser from "./ConsoleBrowser.ts"
 
 layer(TestWebhooks.layer(), { excludeTestServices: true })("the subscription pages of a principal", (it) => {
   it.effect(
@@ -28,16 +28,16 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the subscription pag
           )
         const [myDelivery, theirDelivery] = [yield* deliveryOf(mine.id), yield* deliveryOf(theirs.id)]
 
-        const { base, page } = yield* SignedIn.operator
+        const { base, page } = yield* ConsoleBrowser.operator()
         const link = yield* TestAdmin.call(base, "POST", "/v1/portal-links", {
-          token: SignedIn.token,
+          token: ConsoleBrowser.token,
           body: { principal: "alice" },
         })
         assert.strictEqual(link.status, 200, JSON.stringify(link.body))
         yield* Effect.promise(() => page.context().clearCookies())
         yield* Effect.promise(() => page.goto(`${base}${link.body.path}`))
 
-        assert.strictEqual(yield* SignedIn.visit(page, base, "/console/subscriptions"), 200)
+        assert.strictEqual(yield* ConsoleBrowser.visit(page, base, "/console/subscriptions"), 200)
         const listed = yield* Effect.promise(() =>
           page
             .locator("#subscriptions tbody tr")
@@ -57,7 +57,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("the subscription pag
           `/console/deliveries/${theirDelivery}`,
           "/console/deliveries/99999999",
         ]) {
-          answers[path] = { status: yield* SignedIn.visit(page, base, path), text: yield* shown() }
+          answers[path] = { status: yield* ConsoleBrowser.visit(page, base, path), text: yield* shown() }
         }
         const at = (path: string) => answers[path]!
         assert.strictEqual(at(`/console/subscriptions/${mine.id}`).status, 200)

@@ -123,16 +123,24 @@ export const signals = Effect.gen(function* () {
 
 export type Signals = Effect.Success<typeof signals>
 
-/** Drain jobs on queue `webhooks` for the rest of the scope; their records and outcomes wake `signals`. */
+/**
+ * Drain jobs on queue `webhooks` for the rest of the scope; their records and outcomes wake `signals`.
+ * `kinds` run on the same queue beside them, as the worker runs them (`DeliveryResend.make`,
+ * `BulkRecovery.make`), so a test of a recovery needs no worker of its own.
+ */
 export const startDrainers = (
   signals: Signals,
-  options: { readonly concurrency?: number; readonly pollInterval?: Duration.Input } = {},
+  options: {
+    readonly concurrency?: number
+    readonly pollInterval?: Duration.Input
+    readonly kinds?: JobWorker.JobWorkerOptions<never>["kinds"]
+  } = {},
 ) =>
   Effect.gen(function* () {
     const kind = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
     yield* Layer.build(
       JobWorker.layer({
-        kinds: [kind],
+        kinds: [kind, ...(options.kinds ?? [])],
         queues: { webhooks: { concurrency: options.concurrency ?? 4 } },
         pollInterval: options.pollInterval ?? "50 millis",
         onFinalized: signals.onFinalized,

@@ -8,6 +8,7 @@
  */
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import type * as WebhookStatus from "../../webhooks/WebhookStatus.ts"
 
 /** One hour of the last 24: attempts answered 2xx and the others, `hoursAgo` 0 is the current hour. */
 export interface Hour {
@@ -16,13 +17,12 @@ export interface Hour {
   readonly failed: number
 }
 
-export interface HealthRow {
-  readonly id: string
-  readonly owner: string
-  readonly url: string
-  readonly state: string
-  readonly cause: string | null
-  readonly degradedSince: Date | null
+/**
+ * A subscription as `WebhookStatus` shows it, with its last 24 hours. `lastStatus` and
+ * `lastErrorClass` are its newest attempt's, whichever delivery: not those of `pending` there.
+ */
+export interface HealthRow
+  extends Pick<WebhookStatus.SubscriptionStatus, "id" | "owner" | "url" | "state" | "cause" | "degradedSince"> {
   /** Attempts over the last 24 h, and how many were answered 2xx. */
   readonly attempts: number
   readonly succeeded: number

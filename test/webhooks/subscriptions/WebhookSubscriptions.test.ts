@@ -1,11 +1,9 @@
 import { assert, layer } from "@effect/vitest"
-import { Duration, Effect, Layer, Logger, Queue, Redacted, type Schema } from "effect"
+import { Duration, Effect, Logger, Queue, Redacted, type Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Webhook } from "standardwebhooks"
 import * as PermissionGrants from "../../../src/authz/PermissionGrants.ts"
 import { webhookDeliver } from "../../../src/authz/Permissions.ts"
-import * as JobWorker from "../../../src/jobs/JobWorker.ts"
-import * as WebhookDrainer from "../../../src/webhooks/drain/WebhookDrainer.ts"
 import { WebhookSubscriptions } from "../../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import * as WebhookReceiver from "../../../testkit/WebhookReceiver.ts"
 import * as TestWebhooks from "../../support/TestWebhooks.ts"
@@ -16,17 +14,7 @@ const round = TestWebhooks.round()
 
 /** Delivery jobs run from here on, for the rest of the test's scope; their records wake `signals`. */
 const startDeliveries = (signals: TestWebhooks.Signals) =>
-  Effect.gen(function* () {
-    const kind = yield* WebhookDrainer.makeWith({ onRecorded: signals.onRecorded })
-    yield* Layer.build(
-      JobWorker.layer({
-        kinds: [kind],
-        queues: { webhooks: { concurrency: 8 } },
-        pollInterval: "200 millis",
-        onFinalized: signals.onFinalized,
-      }),
-    )
-  })
+  TestWebhooks.startDrainers(signals, { concurrency: 8, pollInterval: "200 millis" })
 
 const subscribe = TestWebhooks.subscribe
 
