@@ -1,18 +1,16 @@
 /**
  * The overview as an operator sees it: the test makes known figures (events appended, deliveries
  * that went out, attempts a receiver failed), lets the real drainers deliver them, logs a Chromium
- * in and reads back what the charts hold (`window.bothyCharts`, what uPlot drew). The screenshot is
- * committed as docs/img/console-overview.png.
+ * in and reads back what the charts hold (`window.bothyCharts`, what uPlot drew). Its screenshot
+ * goes to test/artifacts/ (docs/img/console-overview.png is one, copied by hand: a test run leaves
+ * the checkout as it was).
  */
-import { fileURLToPath } from "node:url"
 import { assert, layer } from "@effect/vitest"
 import { Duration, Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 import * as TestWebhooks from "../support/TestWebhooks.ts"
 import * as ConsoleBrowser from "./ConsoleBrowser.ts"
-
-const screenshot = fileURLToPath(new URL("../../docs/img/console-overview.png", import.meta.url))
 
 const total = (chart: ConsoleBrowser.Chart, label: string) =>
   chart.data[chart.series.indexOf(label) + 1]!.reduce<number>((a, v) => a + (v ?? 0), 0)
@@ -82,7 +80,7 @@ layer(TestWebhooks.layer({ retrySteps: [Duration.millis(20)] }), { excludeTestSe
           assert.strictEqual(yield* fact("delivered"), String(matching))
           assert.strictEqual(yield* fact("failed"), String(failures))
           assert.strictEqual(yield* fact("pending"), "0")
-          yield* Effect.promise(() => page.screenshot({ path: screenshot, fullPage: true }))
+          yield* ConsoleBrowser.screenshot(page, "console-overview.png")
         }).pipe(Effect.scoped),
       120_000,
     )
