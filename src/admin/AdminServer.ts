@@ -117,6 +117,17 @@ export const routesWith = (options: RoutesOptions = {}) =>
 /** `routesWith` the default body limit (1 MiB). */
 export const routes = routesWith()
 
+/**
+ * `routesWith` and the console (`/console`, with its sessions keyed from `WebhookConfig`) for a
+ * host's own `HttpRouter`, as `layer` serves them: the API takes the console's cookie (and its
+ * CSRF token) beside what the host's `AdminAuth` admits. Needs, besides what `routesWith` needs,
+ * `EventLog` and the consumers' settings the pages read.
+ */
+export const routesWithConsole = (options: RoutesOptions = {}) =>
+  Layer.mergeAll(routesWith(options).pipe(Layer.provide(ConsoleSession.browserSessionsLayer)), ConsoleRoutes.layer).pipe(
+    Layer.provide(ConsoleSession.ConsoleSessions.layer),
+  )
+
 export interface ServeOptions<R> extends RoutesOptions {
   /** More routes on the same server (the status page's). */
   readonly extra?: Layer.Layer<never, never, R>
