@@ -47,13 +47,17 @@ import * as SourceTree from "./SourceTree.ts"
 import * as WebhookBacklog from "./WebhookBacklog.ts"
 import * as WebhookEndToEnd from "./WebhookEndToEnd.ts"
 import * as WebhookRounds from "./WebhookRounds.ts"
+import * as WebhookStatements from "./WebhookStatements.ts"
 import * as WebhookTelemetryCost from "./WebhookTelemetryCost.ts"
 
-const allParts = ["endToEnd", "rounds", "backlog", "telemetry"] as const
+const allParts = ["endToEnd", "rounds", "backlog", "telemetry", "statements"] as const
+/** `statements` needs pg_stat_statements preloaded (`WebhookStatements.preloadSettings`): asked for by name. */
+const defaultParts = allParts.filter((p) => p !== "statements")
 
 const settings = Config.all({
   throughput: Throughput.settings,
-  parts: Config.String("BENCH_WEBHOOK_PARTS").pipe(Config.withDefault(allParts.join(","))),
+  parts: Config.String("BENCH_WEBHOOK_PARTS").pipe(Config.withDefault(defaultParts.join(","))),
+  leafDays: Config.Int("BENCH_WEBHOOK_LEAF_DAYS").pipe(Config.withDefault(44)),
   rate: Config.Number("BENCH_WEBHOOK_RATE").pipe(Config.withDefault(500)),
   seconds: Config.Number("BENCH_WEBHOOK_SECONDS").pipe(Config.withDefault(20)),
   subscriptions: Config.Int("BENCH_WEBHOOK_SUBSCRIPTIONS").pipe(Config.withDefault(10)),
@@ -1007,6 +1011,71 @@ const telemetryPart = (p: Plan) =>
     } satisfies Part
   })
 
+// ---- 5. where a delivery's PostgreSQL time goes ----
+
+/** The target of the issue: worker and backends together, per delivery. */
+const cpuPerDeliveryTarget = 0.6
+
+const statementsPart = (p: Plan) =>
+  Effect.gen(function* () {
+    const r = yield* WebhookStatements.measure(
+      { ...p.e2eConfig, webhookSettings: p.webhookSettings },
+      { leafDays: p.config.leafDays },
+    )
+    const total = (r.cpu?.processMsPerEvent ?? Number.NaN) + (r.cpu?.serverMsPerEvent ?? Number.NaN)
+    const rows: Array<Row> = [
+      [
+        "CPU per delivery",
+        `worker + backends, ${r.leaves} leaves`,
+        "ms",
+        fixed(total, 3),
+        "",
+        "",
+        `<= ${cpuPerDeliveryTarget}`,
+      ],
+      ["CPU per delivery", "worker process", "ms", fixed(r.cpu?.processMsPerEvent ?? Number.NaN, 3), "", "", ""],
+      ["CPU per delivery", "its backends", "ms", fixed(r.cpu?.serverMsPerEvent ?? Number.NaN, 3), "", "", ""],
+      ["statements per delivery", "worker", "count", fixed(r.worker.statementsPerDelivery, 2), "", "", ""],
+      ["planning per delivery", "worker, pg_stat_statements", "ms", fixed(r.worker.planMsPerDelivery, 3), "", "", ""],
+      ["execution per delivery", "worker, pg_stat_statements", "ms", fixed(r.worker.execMsPerDelivery, 3), "", "", ""],
+      ...r.statements
+        .slice(0, 12)
+        .map(
+          (st): Row => [
+            `${st.producer ? "producer: " : ""}${st.statement.slice(0, 60)}`,
+            `${fixed(st.callsPerDelivery, 3)} calls, plan ${fixed(st.planMsPerCall, 3)} / exec ${fixed(st.execMsPerCall, 3)} ms a call`,
+            "ms per delivery",
+            fixed(st.planMsPerDelivery + st.execMsPerDelivery, 4),
+            "",
+            "",
+            "",
+          ],
+        ),
+    ]
+    return {
+      results: { statements: r },
+      baseline: {
+        statements:
+          "none measured in the same run yet: this part finds where the time goes (the issue's first step); the cuts it leads to are to be priced against this run",
+      },
+      conditions: {
+        leafDays: p.config.leafDays,
+        leaves: r.leaves,
+        pgSettings: WebhookStatements.preloadSettings,
+        run: "the end-to-end run (telemetry off), pg_stat_statements reset at its start; per delivery = over the attempts started in the run (warm-up included)",
+      },
+      targets: [
+        {
+          name: "statements: CPU per delivery, worker + backends (ms)",
+          value: Math.round(total * 1000) / 1000,
+          target: cpuPerDeliveryTarget,
+          met: total <= cpuPerDeliveryTarget,
+        },
+      ],
+      rows,
+    } satisfies Part
+  })
+
 // ---- the report ----
 
 const conditions = (p: Plan, backlog: Part | undefined, telemetry: Part | undefined) => {
@@ -1084,9 +1153,10 @@ const run = Effect.gen(function* () {
   const rounds = parts.has("rounds") ? yield* roundsPart(p) : undefined
   const backlog = parts.has("backlog") ? yield* backlogPart(p) : undefined
   const telemetry = parts.has("telemetry") ? yield* telemetryPart(p) : undefined
-  const ran = [endToEnd, rounds, backlog, telemetry].filter((part) => part !== undefined)
+  const statements = parts.has("statements") ? yield* statementsPart(p) : undefined
+  const ran = [endToEnd, rounds, backlog, telemetry, statements].filter((part) => part !== undefined)
   const report = {
-    conditions: conditions(p, backlog, telemetry),
+    conditions: { ...conditions(p, backlog, telemetry), statements: statements?.conditions },
     results: Object.assign({}, ...ran.map((part) => part.results)),
     baseline: {
       endToEnd: endToEnd?.baseline.endToEnd ?? e2eBaseline(undefined),
@@ -1096,6 +1166,7 @@ const run = Effect.gen(function* () {
       },
       backlog: backlog?.baseline.backlog,
       telemetry: telemetry?.baseline.telemetry,
+      statements: statements?.baseline.statements,
     },
     targets: ran.flatMap((part) => part.targets).filter((t): t is Target => t !== undefined),
     table: {
@@ -1117,6 +1188,7 @@ const sectionsOf = {
   rounds: { conditions: ["rounds"], results: ["rounds"], baseline: ["rounds"], target: /^matching/ },
   backlog: { conditions: ["backlog"], results: ["backlog"], baseline: ["backlog"], target: /^backlog/ },
   telemetry: { conditions: ["telemetry"], results: ["telemetry"], baseline: ["telemetry"], target: /^telemetry/ },
+  statements: { conditions: ["statements"], results: ["statements"], baseline: ["statements"], target: /^statements/ },
 } as const satisfies Record<(typeof allParts)[number], unknown>
 
 type Sections = Record<string, unknown>
