@@ -57,7 +57,7 @@ export const page = (viewer: Viewer, title: string, current: string, body: Html)
   return html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
 <meta name="bothy-csrf" content="${viewer.csrf}">
-<title>${title} · ${settings.title}</title>
+<title>${title} · ${settings.title}</title><link rel="icon" href="data:,">
 <link rel="stylesheet" href="/console/assets/uPlot.min.css"><link rel="stylesheet" href="/console/assets/console.css">
 <link rel="stylesheet" href="/console/assets/brand.css">
 <script src="/console/assets/uPlot.iife.min.js" defer></script><script src="/console/assets/console.js" defer></script>

@@ -17,7 +17,7 @@ const safeNext = (next: string | null) => (next !== null && /^\/console(\/[^/\\]
 
 const form = (title: string, next: string, error: string | undefined) => html`<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
-<title>Sign in · ${title}</title><link rel="stylesheet" href="/console/assets/console.css">
+<title>Sign in · ${title}</title><link rel="icon" href="data:,"><link rel="stylesheet" href="/console/assets/console.css">
 <link rel="stylesheet" href="/console/assets/brand.css"></head>
 <body><main id="main" class="login"><h1>${title}</h1>
 ${error === undefined ? "" : html`<p class="bad" role="alert">${error}</p>`}

@@ -37,7 +37,7 @@ const violations = (page: Page) =>
 
 layer(TestWebhooks.layer(), { excludeTestServices: true })("console accessibility", (it) => {
   it.effect(
-    "ConsoleAccessibility: axe-core finds no serious or critical violation on any console page, for the operator and in the portal; Tab reaches the skip link first",
+    "ConsoleAccessibility: axe-core finds no serious or critical violation on any console page, for the operator and in the portal; Tab reaches the skip link first; no page has a failed load or a script error",
     () =>
       Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
@@ -58,6 +58,15 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("console accessibilit
         const [delivery] = yield* sql<{ id: bigint }>`SELECT id FROM webhook_deliveries LIMIT 1`
 
         const { page } = yield* ConsoleBrowser.open
+        // What a user's devtools would show on any page: a load that failed, a script's error.
+        const failures: Array<string> = []
+        page.on("response", (r) => {
+          if (r.status() >= 400) failures.push(`${r.status()} ${new URL(r.url()).pathname}`)
+        })
+        page.on("pageerror", (e) => failures.push(String(e)))
+        page.on("console", (m) => {
+          if (m.type() === "error") failures.push(`${m.text()} (${m.location().url})`)
+        })
         yield* ConsoleBrowser.visit(page, base, "/console/login")
         const found: Record<string, ReadonlyArray<string>> = { "/console/login": yield* violations(page) }
         yield* ConsoleBrowser.signIn(page, base, "/console/overview")
@@ -101,6 +110,7 @@ layer(TestWebhooks.layer(), { excludeTestServices: true })("console accessibilit
           "no serious or critical violation anywhere",
         )
         assert.isAtLeast(Object.keys(found).length, 11)
+        assert.deepStrictEqual(failures, [], "no failed load and no script error")
       }),
   )
 })
