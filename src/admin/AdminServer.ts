@@ -124,9 +124,10 @@ export const routes = routesWith()
  * `EventLog` and the consumers' settings the pages read.
  */
 export const routesWithConsole = (options: RoutesOptions = {}) =>
-  Layer.mergeAll(routesWith(options).pipe(Layer.provide(ConsoleSession.browserSessionsLayer)), ConsoleRoutes.layer).pipe(
-    Layer.provide(ConsoleSession.ConsoleSessions.layer),
-  )
+  Layer.mergeAll(
+    routesWith(options).pipe(Layer.provide(ConsoleSession.browserSessionsLayer)),
+    ConsoleRoutes.layer,
+  ).pipe(Layer.provide(ConsoleSession.ConsoleSessions.layer))
 
 export interface ServeOptions<R> extends RoutesOptions {
   /** More routes on the same server (the status page's). */
