@@ -8,6 +8,7 @@
  */
 import { Schema } from "effect"
 import { jobStates } from "../jobs/JobControl.ts"
+import { testEventType } from "../log/TestEvent.ts"
 import { Uuid } from "../platform/Uuid.ts"
 import type { RetryNow } from "../webhooks/subscriptions/SubscriptionRetry.ts"
 import { deliveryStates } from "../webhooks/subscriptions/WebhookDeliveries.ts"
@@ -108,7 +109,7 @@ export const TestEventSent = Schema.Struct({
   seq: Int8,
   /** The space it was committed in: the lowest of the subscription's scope. */
   space: Schema.String,
-  type: Schema.Literal("bothy.subscription.test"),
+  type: Schema.Literal(testEventType),
 }).annotate({ identifier: "TestEventSent" })
 
 export const RotatedSecret = Schema.Struct({

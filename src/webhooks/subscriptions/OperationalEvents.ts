@@ -21,8 +21,8 @@ import { Effect } from "effect"
 import type { NewEvent } from "../../log/Event.ts"
 import { EventLog } from "../../log/EventLog.ts"
 import type { EventTypeEntry } from "../../log/EventTypeCatalog.ts"
+import { testEventType } from "../../log/TestEvent.ts"
 import type * as WebhookMetrics from "../WebhookMetrics.ts"
-import * as SubscriptionTestEvent from "./SubscriptionTestEvent.ts"
 
 /** A disable's cause (`SubscriptionStates.DisabledCause`; named from its source to keep imports one way). */
 type DisabledCause = (typeof WebhookMetrics.disabledCauses)[number]
@@ -68,6 +68,14 @@ export interface DeadDelivery {
   /** The event's space: the one the owner may not read, or that left the scope. */
   readonly space: string
   readonly reason: "permission" | "scope"
+}
+
+/** What a test event (`SubscriptionTestEvent`) carries, beside its type `bothy.subscription.test`. */
+export interface TestEventPayload {
+  readonly subscription: string
+  readonly owner: string
+  /** Who asked: a principal, or `operator`. */
+  readonly requestedBy: string
 }
 
 /** The figures of a change of health: the failure rate over the window, as the threshold was judged. */
@@ -180,8 +188,33 @@ const healthSchema = {
   },
 }
 
+const testExample: TestEventPayload = {
+  subscription: "0190a5c4-8d2e-7b3a-9c1f-3e5d7a9b1c2d",
+  owner: "acme",
+  requestedBy: "acme",
+}
+
+/** The test event's entry (`SubscriptionTestEvent` sends it). */
+const testEntry: EventTypeEntry = {
+  name: testEventType,
+  description:
+    "A test event the subscription's owner (or the operator) asked for, from the console or POST /v1/subscriptions/{id}/test-event. Sent only to that subscription, whatever its event types and filter, in the lowest space of its scope, under its next sequence number. Nobody is notified of it by push.",
+  schema: {
+    type: "object",
+    required: ["subscription", "owner", "requestedBy"],
+    properties: {
+      subscription: { type: "string", format: "uuid", description: "the subscription it is sent to" },
+      owner: { type: "string", description: "the subscription's owner principal" },
+      requestedBy: { type: "string", description: "who asked for it: a principal, or operator" },
+    },
+  },
+  example: testExample as never,
+  deprecated: false,
+  validated: false,
+}
+
 /**
- * The built-in types as catalog entries (these and the test event's, `SubscriptionTestEvent`):
+ * The built-in types as catalog entries (these and the test event's):
  * always listed, never written to the catalog's table.
  */
 export const catalogEntries: ReadonlyArray<EventTypeEntry> = [
@@ -242,7 +275,7 @@ export const catalogEntries: ReadonlyArray<EventTypeEntry> = [
     deprecated: false,
     validated: false,
   },
-  SubscriptionTestEvent.catalogEntry,
+  testEntry,
 ]
 
 /** The built-in type names. */

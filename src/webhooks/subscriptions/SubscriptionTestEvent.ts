@@ -6,14 +6,18 @@
  * Its space is the lowest of the subscription's scope: an event needs a space, and the owner's
  * right on that space is checked at delivery as for any event (without it the delivery goes dead,
  * `permission`, as it would for a real one). Only the named subscription takes it
- * (`SubscriptionRows.takesSql`), whatever its types and filter; push notifies nobody of it.
+ * (`SubscriptionRows.takesSql`), whatever its types and filter; push notifies nobody of it. Its
+ * payload and catalog entry are with the other built-in types, in `OperationalEvents`.
  */
 import { Effect, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../../log/Event.ts"
 import { EventLog } from "../../log/EventLog.ts"
-import type { EventTypeEntry } from "../../log/EventTypeCatalog.ts"
 import { testEventType } from "../../log/TestEvent.ts"
+import * as OperationalEvents from "./OperationalEvents.ts"
+import { selectSubscription } from "./SubscriptionRows.ts"
+
+export type { TestEventPayload } from "./OperationalEvents.ts"
 
 /** The subscription's scope holds no space: a test event would have none to be committed in. */
 export class TestEventNeedsScope extends Schema.TaggedError<TestEventNeedsScope>()("TestEventNeedsScope", {
@@ -22,14 +26,6 @@ export class TestEventNeedsScope extends Schema.TaggedError<TestEventNeedsScope>
   override get message() {
     return `webhook subscription ${this.subscription} has no space in its scope: add one to send it a test event`
   }
-}
-
-/** The test event's payload. */
-export interface TestEventPayload {
-  readonly subscription: string
-  readonly owner: string
-  /** Who asked: a principal, or `operator`. */
-  readonly requestedBy: string
 }
 
 /** What sending one did: the event's seq once committed, and the space it was committed in. */
@@ -46,43 +42,18 @@ export interface TestEventSent {
 export const send = Effect.fn("SubscriptionTestEvent.send")(function* (id: string, requestedBy: string) {
   const sql = yield* SqlClient.SqlClient
   const log = yield* EventLog
-  const [row] = yield* sql<{ owner: string; space: string | null }>`
-    SELECT s.owner, (SELECT min(space_id) FROM webhook_subscription_spaces WHERE subscription_id = s.id) AS space
-    FROM webhook_subscriptions AS s WHERE s.id = ${id}::uuid`
-  if (row === undefined) return undefined
-  if (row.space === null) return yield* new TestEventNeedsScope({ subscription: id })
-  const payload: TestEventPayload = { subscription: id, owner: row.owner, requestedBy }
-  const event: NewEvent = { space: row.space, type: testEventType, actor: "bothy", payload: { ...payload } }
+  const subscription = yield* selectSubscription(sql, id)
+  if (subscription === undefined) return undefined
+  // The scope comes in space order.
+  const space = subscription.scope[0]
+  if (space === undefined) return yield* new TestEventNeedsScope({ subscription: id })
+  const payload: OperationalEvents.TestEventPayload = { subscription: id, owner: subscription.owner, requestedBy }
+  const event: NewEvent = { space, type: testEventType, actor: OperationalEvents.actor, payload: { ...payload } }
   const appended = yield* log.append([event]).pipe(
     // bothy's own payload is valid by construction: a refusal is a defect, not the caller's error.
     Effect.catchTag("InvalidEvent", (e) => Effect.die(e)),
   )
   // Appended outside any transaction, so committed: not finding it is a defect.
   const sequenced = yield* log.sequenced(appended).pipe(Effect.catchTag("AppendNotCommitted", (e) => Effect.die(e)))
-  return { seq: sequenced.firstSeq, space: row.space, type: testEventType } satisfies TestEventSent
+  return { seq: sequenced.firstSeq, space, type: testEventType } satisfies TestEventSent
 })
-
-const example: TestEventPayload = {
-  subscription: "0190a5c4-8d2e-7b3a-9c1f-3e5d7a9b1c2d",
-  owner: "acme",
-  requestedBy: "acme",
-}
-
-/** The type's catalog entry (a built-in, listed with the operational types). */
-export const catalogEntry: EventTypeEntry = {
-  name: testEventType,
-  description:
-    "A test event the subscription's owner (or the operator) asked for, from the console or POST /v1/subscriptions/{id}/test-event. Sent only to that subscription, whatever its event types and filter, in the lowest space of its scope, under its next sequence number. Nobody is notified of it by push.",
-  schema: {
-    type: "object",
-    required: ["subscription", "owner", "requestedBy"],
-    properties: {
-      subscription: { type: "string", format: "uuid", description: "the subscription it is sent to" },
-      owner: { type: "string", description: "the subscription's owner principal" },
-      requestedBy: { type: "string", description: "who asked for it: a principal, or operator" },
-    },
-  },
-  example: example as never,
-  deprecated: false,
-  validated: false,
-}
