@@ -11,7 +11,8 @@
  *
  *   after the attempt, from what is left:
  *     nothing ──────────────────────────────> Done (or Dead, naming the dead, when some died)
- *     only one origin's throttled ──────────> Snooze the job for its Retry-After (no attempt spent)
+ *     only one origin's throttled, ─────────> Snooze the job for its Retry-After (no attempt spent)
+ *       nobody dead
  *     otherwise ────────────────────────────> each throttled origin split into a job of its own at its
  *                                              Retry-After; the job keeps what failed: Retry (or
  *                                              Done / Dead when nothing failed)
@@ -55,8 +56,15 @@ export class Ledger {
 
   readonly registrations: ReadonlyArray<string>
 
-  constructor(registrations: ReadonlyArray<string>) {
+  /** `dead`: the ones an earlier attempt found dead (`BatchArgs.dead`), named again when the job ends. */
+  constructor(registrations: ReadonlyArray<string>, dead: Readonly<Record<string, string>> = {}) {
     this.registrations = registrations
+    for (const [registration, reason] of Object.entries(dead)) this.dead.set(registration, reason)
+  }
+
+  /** Every registration found dead so far, this attempt or an earlier one, with why. */
+  deaths(): Record<string, string> {
+    return Object.fromEntries(this.dead)
   }
 
   settle(registration: string) {
@@ -101,8 +109,9 @@ export class Ledger {
       delay: Duration.min(t.delay, ttl),
     }))
     const failed = this.left().filter((r) => this.failed.has(r))
-    const total = this.registrations.length
-    if (failed.length === 0 && waits.length === 1) {
+    const total = new Set([...this.registrations, ...this.dead.keys()]).size
+    // A snooze records no reason: with a death to name, the throttled ones go to a job of their own.
+    if (failed.length === 0 && waits.length === 1 && this.dead.size === 0) {
       return { keep: waits[0]!.registrations, split: [], next: { _tag: "Snooze", delay: waits[0]!.delay } }
     }
     const dead = this.dead.size > 0 ? summary("registrations dead", [...this.dead], total) : undefined

@@ -142,7 +142,11 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
 
   const run = Effect.fn("PushDelivery.run")(function* (input: BatchArgs | DeliverArgs, job: JobKind.JobInfo) {
     const args = asBatch(input)
-    if (args.registrations.length === 0) return
+    if (args.registrations.length === 0) {
+      // An attempt that settled every registration and then stopped short of ending the job.
+      const plan = new Ledger([], args.dead).plan(Duration.zero)
+      return plan.next._tag === "Dead" ? yield* new JobKind.JobCancel({ reason: plan.next.reason }) : undefined
+    }
     const { event, targets } = yield* readTargets(sql, permissions, args)
     const expired = (reason: string) =>
       Effect.andThen(PushMetrics.count("expired", targets.length), Effect.fail(new JobKind.JobCancel({ reason })))
@@ -151,7 +155,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
       return yield* expired(`the TTL (${Duration.format(config.ttl)}) passed before delivery`)
     }
     const rights = yield* rightsOf(targets, event.space)
-    const ledger = new Ledger(args.registrations)
+    const ledger = new Ledger(args.registrations, args.dead)
     const progress = yield* PushProgress.make(sql, job, args, ledger)
     const attempt: PushSend.Attempt = { args, event, rights, ledger, progress }
     const sendable = targets.flatMap(

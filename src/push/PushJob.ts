@@ -7,7 +7,7 @@
  *
  * The args are also the job's per-registration state: `registrations` lists the registrations
  * still to send to, and a run rewrites it as they settle (`JobProgress`), so an attempt after a
- * crash, a retry or a snooze sends only to what is left.
+ * crash, a retry or a snooze sends only to what is left; `dead` keeps why the ones that died did.
  *
  * `push.deliver` is the kind of the rounds before batches: one (registration, event) per job. It
  * keeps its name and args, so that jobs inserted before an upgrade are still delivered (as a batch
@@ -37,6 +37,11 @@ export const BatchArgs = Schema.Struct({
   /** Absent, every partition is looked in. */
   at: Schema.optional(Schema.String),
   registrations: Schema.Array(Decimal).check(Schema.isMaxLength(maxBatchSize)),
+  /**
+   * Registrations an earlier attempt found dead (denied, refused) and recorded as settled, with
+   * why: kept until an attempt ends the job, which names them, whatever crashed in between.
+   */
+  dead: Schema.optional(Schema.Record(Decimal, Schema.String)),
 })
 export type BatchArgs = typeof BatchArgs.Type
 
@@ -60,10 +65,18 @@ export const asBatch = (args: BatchArgs | DeliverArgs): BatchArgs =>
     ? args
     : { seq: args.seq, registrations: [args.registration], ...(args.at === undefined ? {} : { at: args.at }) }
 
-/** The args of the batch `args` for `registrations` (what is left of it, or a part split off it). */
-export const batchArgsJson = (args: BatchArgs, registrations: ReadonlyArray<string>): Schema.Json => {
+/**
+ * The args of the batch `args` for `registrations` (what is left of it, or a part split off it),
+ * with `dead` (none for a part split off).
+ */
+export const batchArgsJson = (
+  args: BatchArgs,
+  registrations: ReadonlyArray<string>,
+  dead: Readonly<Record<string, string>> = {},
+): Schema.Json => {
   const json: Record<string, Schema.Json> = { seq: args.seq, registrations: [...registrations] }
   if (args.at !== undefined) json.at = args.at
+  if (Object.keys(dead).length > 0) json.dead = { ...dead }
   return json
 }
 
@@ -73,7 +86,7 @@ export const batchArgsJson = (args: BatchArgs, registrations: ReadonlyArray<stri
  */
 export const batchArgsInSql = (
   sql: SqlClient.SqlClient,
-  args: Readonly<Record<keyof typeof BatchArgs.fields, Statement.Fragment>>,
+  args: Readonly<Record<Exclude<keyof typeof BatchArgs.fields, "dead">, Statement.Fragment>>,
 ) => sql`jsonb_build_object('seq', ${args.seq}, 'at', ${args.at}, 'registrations', ${args.registrations})`
 
 /**

@@ -50,7 +50,7 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
     const writeLeft: Effect.Effect<void, SqlError> = Effect.suspend(() => {
       if (ledger.unrecorded === 0 || lost) return Effect.void
       const recorded = ledger.unrecorded
-      return record(job, batchArgsJson(args, ledger.left())).pipe(
+      return record(job, batchArgsJson(args, ledger.left(), ledger.deaths())).pipe(
         Effect.andThen(() => {
           ledger.unrecorded -= recorded
           return writeLeft
@@ -69,7 +69,7 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
           : writes.withPermit(
               record(
                 job,
-                batchArgsJson(args, keep),
+                batchArgsJson(args, keep, ledger.deaths()),
                 split.map((s) => ({ args: batchArgsJson(args, s.registrations), scheduledAt: s.scheduledAt })),
               ),
             ),

@@ -1,6 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
+import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
+import { pushDeliver } from "../../src/authz/Permissions.ts"
 import { deliverKind } from "../../src/push/PushJob.ts"
 import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import { eventually } from "../support/Eventually.ts"
@@ -21,6 +23,18 @@ const batchJobs = Effect.flatMap(
     SELECT args -> 'registrations' AS registrations, state::text AS state, attempt,
            coalesce((SELECT jsonb_agg(e ->> 'kind') FROM jsonb_array_elements(errors) AS e), '[]') AS "errorKinds"
     FROM jobs WHERE kind = ${deliverKind} ORDER BY id`,
+)
+
+const deadRecorded = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => sql<{ registrations: ReadonlyArray<string>; dead: Record<string, string> | null }>`
+    SELECT args -> 'registrations' AS registrations, args -> 'dead' AS dead FROM jobs WHERE kind = ${deliverKind}`,
+)
+
+const lastError = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => sql<{ message: string }>`
+    SELECT errors -> -1 ->> 'message' AS message FROM jobs WHERE kind = ${deliverKind} ORDER BY id`,
 )
 
 const sorted = (ids: ReadonlyArray<string>) => [...ids].sort()
@@ -108,6 +122,56 @@ describe("a push batch whose worker is killed mid-send", () => {
         }
         assert.strictEqual(service.log.delivered.length, 9)
         assert.strictEqual(service.log.rejected.length, 0)
+        second.child.kill("SIGTERM")
+        assert.strictEqual((yield* second.exited).code, 0)
+      }).pipe(Effect.scoped),
+    120_000,
+  )
+  it.live(
+    "PushBatchDeathSurvivesCrash: a registration denied by an attempt SIGKILLed before it ended is named when the rescued job ends, so its job is cancelled naming it, not completed as if it were sent",
+    () =>
+      Effect.gen(function* () {
+        const { service, host, env } = yield* PushWorkerProcess.world("push_batch_death_crash")
+        const [sent, held] = yield* member(service, "team", "ann", 2).pipe(Effect.provide(host))
+        const [denied] = yield* member(service, "team", "den").pipe(Effect.provide(host))
+        yield* PermissionGrants.revoke("den", pushDeliver, "team").pipe(Effect.provide(host))
+        service.script(held!.browser.id, [{ hang: true }])
+
+        const first = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], env)
+        yield* first.waitFor(/worker running \(consumers: webhooks, push;/)
+        yield* PushWorkerProcess.appendOne.pipe(Effect.provide(host))
+        yield* service.take(2)
+        const [recorded] = yield* eventually(
+          deadRecorded.pipe(Effect.provide(host)),
+          (jobs) => jobs.length === 1 && sorted(jobs[0]!.registrations).join() === held!.registration,
+          {
+            what: "the job records the sent and the denied registration as settled",
+            within: "20 seconds",
+            every: "20 millis",
+          },
+        )
+        assert.deepStrictEqual(Object.keys(recorded!.dead ?? {}), [denied!.registration], "the death is in the args")
+        first.child.kill("SIGKILL")
+        assert.strictEqual((yield* first.exited).signal, "SIGKILL")
+
+        const second = yield* NodeProcess.start(NodeProcess.bothy, ["worker"], env)
+        yield* second.waitFor(/worker running/)
+        const [resent] = yield* service.take(1)
+        assert.strictEqual(resent!.subscriptionId, held!.browser.id)
+        const [ended] = yield* eventually(
+          batchJobs.pipe(Effect.provide(host)),
+          (jobs) => jobs[0]?.state === "cancelled" || jobs[0]?.state === "completed",
+          { what: "the rescued job ends", within: "20 seconds", every: "20 millis" },
+        )
+        assert.strictEqual(ended!.state, "cancelled")
+        const [reason] = yield* lastError.pipe(Effect.provide(host))
+        assert.include(reason!.message, `registration ${denied!.registration}: den lacks ${pushDeliver}`)
+        assert.strictEqual(
+          service.log.delivered.filter((m) => m.subscriptionId === denied!.browser.id).length,
+          0,
+          "nothing to the denied browser",
+        )
+        assert.strictEqual(service.log.delivered.filter((m) => m.subscriptionId === sent!.browser.id).length, 1)
         second.child.kill("SIGTERM")
         assert.strictEqual((yield* second.exited).code, 0)
       }).pipe(Effect.scoped),
