@@ -10,15 +10,19 @@ WITH ev AS MATERIALIZED (
 ), regs AS MATERIALIZED (
   SELECT k.registration, r.principal, r.kind, r.endpoint, r.p256dh, r.auth, r.token, r.topic, r.environment
   FROM unnest($4::bigint[]) WITH ORDINALITY AS k (registration, n)
-  LEFT JOIN push_registrations AS r ON r.id = k.registration
+  LEFT JOIN LATERAL (SELECT * FROM push_registrations AS r WHERE r.id = k.registration OFFSET 0) AS r ON true
   ORDER BY k.n
 ), rights AS MATERIALIZED (
-  SELECT p.principal,
-    EXISTS (
-    SELECT 1 FROM permission_grants AS g
-    WHERE g.principal = p.principal AND g.action = $5 AND g.space_id = ev.space_id
-  ) AS allowed
+  SELECT p.principal, a.allowed
   FROM (SELECT DISTINCT principal FROM regs WHERE principal IS NOT NULL) AS p CROSS JOIN ev
+  CROSS JOIN LATERAL (
+    SELECT
+      EXISTS (
+      SELECT 1 FROM permission_grants AS g
+      WHERE g.principal = p.principal AND g.action = $5 AND g.space_id = ev.space_id
+    ) AS allowed
+      OFFSET 0
+  ) AS a
   WHERE ev.space_id IS NOT NULL
 )
 SELECT g.registration::text AS registration, g.principal, g.kind, g.endpoint, g.p256dh, g.auth,

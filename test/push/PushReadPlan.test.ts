@@ -8,12 +8,22 @@
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
-import { Permissions } from "../../src/authz/Permissions.ts"
+import { Permissions, pushDeliver } from "../../src/authz/Permissions.ts"
 import * as EventLogPartitions from "../../src/log/EventLogPartitions.ts"
 import { readTargets } from "../../src/push/PushTargets.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
 import { explaining, planned } from "../support/PlanCapture.ts"
 import * as TestPush from "../support/TestPush.ts"
+
+/** The relations `plan` reads whole (a sequential scan that ran). */
+const seqScanned = (plan: unknown): ReadonlyArray<string> => {
+  if (Array.isArray(plan)) return plan.flatMap(seqScanned)
+  if (typeof plan !== "object" || plan === null) return []
+  const node = plan as Record<string, unknown>
+  const own =
+    node["Node Type"] === "Seq Scan" && Number(node["Actual Loops"] ?? 0) > 0 ? [String(node["Relation Name"])] : []
+  return [...own, ...Object.values(node).flatMap((v) => (typeof v === "object" ? seqScanned(v) : []))]
+}
 
 const logPlanned = (plan: unknown) => planned(plan).filter((name) => name.startsWith("event_log_"))
 
@@ -61,6 +71,35 @@ layer(TestPush.layer(), { excludeTestServices: true })("the push delivery's read
           logPlanned(plans[0]).map((name) => name.startsWith(hour)),
           [true],
           `set up: ${logPlanned(plans[0]).slice(0, 4).join(", ")} (${logPlanned(plans[0]).length} in all)`,
+        )
+      }),
+  )
+  it.effect(
+    "PushReadProbesByIndex: a batch of 100 out of 3,000 registrations, each of its own principal, reads its registrations and their rights by index, not by scanning both tables for every batch",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const permissions = yield* Permissions
+        yield* sql`
+          INSERT INTO push_registrations (principal, endpoint, p256dh, auth)
+          SELECT 'm' || i, 'https://push.example/' || i, 'p', 'a' FROM generate_series(1, 3000) AS i`
+        yield* sql`
+          INSERT INTO permission_grants (principal, action, space_id)
+          SELECT 'm' || i, ${pushDeliver}, 'big' FROM generate_series(1, 3000) AS i`
+        yield* sql`ANALYZE push_registrations, permission_grants`
+        const [seq] = yield* appendAt([Date.now()])
+        const ids = yield* sql<{
+          id: string
+        }>`SELECT id::text AS id FROM push_registrations ORDER BY id LIMIT 100 OFFSET 1000`
+        const { result, plans } = yield* explaining(
+          /AS seq\) AS k LEFT JOIN event_log/,
+          readTargets(sql, permissions, { registrations: ids.map((r) => r.id), seq: String(seq) }),
+        )
+        assert.strictEqual(result.targets.length, 100)
+        assert.deepStrictEqual(
+          seqScanned(plans[0]).filter((name) => !name.startsWith("event_log")),
+          [],
+          "no table read whole",
         )
       }),
   )
