@@ -22,6 +22,7 @@ import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushRequest from "../../src/push/PushRequest.ts"
 import * as PushVapid from "../../src/push/PushVapid.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
+import * as CpuProfile from "../harness/CpuProfile.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
 import { distribution } from "../harness/Distribution.ts"
 import { round3 } from "../harness/Figures.ts"
@@ -102,6 +103,7 @@ export const measure = (
     const cpu0 = CpuUsage.sample(postmaster)
     const service0 = yield* service.cpuMicros
     const loop = yield* EventLoopDelay.monitor
+    const stopProfile = yield* CpuProfile.start(`push-fanout-${n}`)
     const appended = yield* Effect.flatMap(
       log.append([
         { space, type: "burst.posted", actor: "burst-author", payload: { summary: "one event, every member" } },
@@ -120,6 +122,7 @@ export const measure = (
       pending = yield* PushSample.pendingJobs
     }
     const cpu1 = CpuUsage.sample(postmaster)
+    yield* stopProfile
     const service1 = yield* service.cpuMicros
     const eventLoopDelayMs = loop.read()
     yield* Effect.sleep("100 millis") // duplicates already on their way
