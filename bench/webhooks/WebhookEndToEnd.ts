@@ -42,6 +42,7 @@ import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import { everySecond, series } from "../harness/BacklogTrend.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
 import * as Conditions from "../harness/Conditions.ts"
+import * as CpuProfile from "../harness/CpuProfile.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
 import * as DeliveryTrace from "../harness/DeliveryTrace.ts"
 import { type Distribution, distribution } from "../harness/Distribution.ts"
@@ -337,6 +338,7 @@ const produce = (
     )
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
+    const stopProfile = yield* CpuProfile.start(`webhooks-end-to-end-${config.eventsPerSecond}`)
     let producerThreadMicros: number | undefined
     const checkpoints0 = yield* checkpoints
     const production = yield* Throughput.timed(
@@ -355,6 +357,7 @@ const produce = (
     )
     const producedAt = performance.now()
     const cpu1 = CpuUsage.sample(postmaster)
+    yield* stopProfile
     const cpu = CpuUsage.since(cpu0, cpu1)
     // The producer's backends (its pool stays open until the scope ends): the host app's appends, not bothy's.
     const producerBackendCores = CpuUsage.backendsCores(
