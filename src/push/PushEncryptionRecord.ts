@@ -26,6 +26,7 @@ import {
   type KeyObject,
   randomBytes,
 } from "node:crypto"
+import { LruCache } from "../platform/LruCache.ts"
 
 /** The record size in the header: one record holds any message a push service takes (4,096 bytes). */
 export const recordSize = 4096
@@ -53,17 +54,12 @@ export interface Fixed {
 // the key form every Node version since 22 imports (raw points only from 24).
 const spkiPrefix = Buffer.from("3059301306072a8648ce3d020106082a8648ce3d030107034200", "hex")
 
-const browserKeys = new Map<string, KeyObject>()
+const browserKeys = new LruCache<string, KeyObject>(maxCachedKeys)
 
 const browserKey = (point: Buffer): KeyObject => {
   const id = point.toString("base64url")
   const cached = browserKeys.get(id)
-  if (cached !== undefined) {
-    // Map order is recency order: a key used again moves to the end.
-    browserKeys.delete(id)
-    browserKeys.set(id, cached)
-    return cached
-  }
+  if (cached !== undefined) return cached
   if (point.length !== 65 || point[0] !== 0x04) {
     throw new PushKeyRefused(`p256dh is ${point.length} bytes; an uncompressed P-256 point is 65, starting with 0x04`)
   }
@@ -73,9 +69,7 @@ const browserKey = (point: Buffer): KeyObject => {
   } catch {
     throw new PushKeyRefused("p256dh is not a point of the P-256 curve")
   }
-  browserKeys.set(id, key)
-  if (browserKeys.size > maxCachedKeys) browserKeys.delete(browserKeys.keys().next().value!)
-  return key
+  return browserKeys.set(id, key)
 }
 
 const pointOf = (jwk: { readonly x?: string | undefined; readonly y?: string | undefined }) =>

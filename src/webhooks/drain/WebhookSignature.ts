@@ -18,6 +18,7 @@
 import { createHmac, createSecretKey, type KeyObject } from "node:crypto"
 import type { Array as Arr } from "effect"
 import { Effect, Redacted, Schema } from "effect"
+import { LruCache } from "../../platform/LruCache.ts"
 import * as WebhookSecret from "../subscriptions/WebhookSecret.ts"
 
 /** What a receiver needs to verify one delivery attempt, as header name to value. */
@@ -73,24 +74,15 @@ export const messageId = (epoch: number, subscriptionId: string, sequence: bigin
 
 const maxCachedKeys = 10_000
 
-const signingKeys = new Map<string, KeyObject>()
+const signingKeys = new LruCache<string, KeyObject>(maxCachedKeys)
 
 /** The secret's key, decoded and checked (`WebhookSecret.decode`) the first time it signs. */
 const signingKey = (secret: Redacted.Redacted<string>) => {
   const raw = Redacted.value(secret)
   const cached = signingKeys.get(raw)
-  if (cached !== undefined) {
-    // Map order is recency order: a key used again moves to the end.
-    signingKeys.delete(raw)
-    signingKeys.set(raw, cached)
-    return Effect.succeed(cached)
-  }
-  return Effect.map(WebhookSecret.decode(secret), (bytes) => {
-    const key = createSecretKey(bytes)
-    signingKeys.set(raw, key)
-    if (signingKeys.size > maxCachedKeys) signingKeys.delete(signingKeys.keys().next().value!)
-    return key
-  })
+  return cached !== undefined
+    ? Effect.succeed(cached)
+    : Effect.map(WebhookSecret.decode(secret), (bytes) => signingKeys.set(raw, createSecretKey(bytes)))
 }
 
 /** Unix seconds, as the `webhook-timestamp` header carries them. */
