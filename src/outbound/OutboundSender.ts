@@ -68,9 +68,10 @@ export interface SendLimits {
   readonly maxResponseBytes: number
 }
 
+// Durations as values, not text: `Effect.timeoutOrElse` would parse the text again for every request.
 export const defaultLimits: SendLimits = {
-  connectTimeout: "5 seconds",
-  totalTimeout: "15 seconds",
+  connectTimeout: Duration.seconds(5),
+  totalTimeout: Duration.seconds(15),
   maxRequestBytes: 64 * 1024,
   maxResponseBytes: 20_000,
 }

@@ -23,10 +23,13 @@ import type * as PushRequest from "./PushRequest.ts"
 import type { Target, TargetEvent } from "./PushTargets.ts"
 import * as PushVapid from "./PushVapid.ts"
 
-/** Limits of one push request: push services answer fast, and a message is small. */
+/**
+ * Limits of one push request: push services answer fast, and a message is small. Durations as
+ * values, not text: the text would be parsed again for every request.
+ */
 export const sendLimits: Partial<OutboundSender.SendLimits> = {
-  connectTimeout: "5 seconds",
-  totalTimeout: "10 seconds",
+  connectTimeout: Duration.seconds(5),
+  totalTimeout: Duration.seconds(10),
   maxRequestBytes: 8 * 1024,
   maxResponseBytes: 2000,
 }
