@@ -11,11 +11,12 @@
  * - The token cache signs once per push-service origin and reuses that header until `renewBefore`
  *   ahead of its `exp`, so a token always has at least `renewBefore` left when it is sent (time in
  *   the job queue and clock skew eat into it). It holds at most `maxOrigins` origins, dropping the
- *   one signed longest ago.
+ *   one used longest ago.
  */
 import { createECDH, createPublicKey, ECDH, type KeyObject } from "node:crypto"
 import { Clock, Duration, Effect, Redacted, Result, Schema } from "effect"
 import webpush from "web-push"
+import { LruCache } from "../platform/LruCache.ts"
 
 export interface VapidKeys {
   /** base64url of the 65-byte uncompressed P-256 point, as browsers take it (`applicationServerKey`). */
@@ -176,8 +177,7 @@ export const makeTokenCache = (keys: VapidKeys, options: TokenCacheOptions = {})
     const lifetimeMs = Math.min(Duration.toMillis(options.lifetime ?? maxLifetime), Duration.toMillis(maxLifetime))
     const renewBeforeMs = Duration.toMillis(options.renewBefore ?? "1 hour")
     const maxOrigins = Math.max(1, options.maxOrigins ?? 1000)
-    // Insertion order is signing order: a renewed origin is deleted and set again.
-    const cache = new Map<string, Signed>()
+    const cache = new LruCache<string, Signed>(maxOrigins)
     const fresh = (origin: string, now: number): Signed => {
       const expSeconds = Math.floor((now + lifetimeMs) / 1000)
       return { header: sign(keys, origin, expSeconds), renewAt: expSeconds * 1000 - renewBeforeMs }
@@ -187,11 +187,7 @@ export const makeTokenCache = (keys: VapidKeys, options: TokenCacheOptions = {})
         if (options.signEach === true) return fresh(origin, now).header
         const cached = cache.get(origin)
         if (cached !== undefined && now < cached.renewAt) return cached.header
-        const signed = fresh(origin, now)
-        cache.delete(origin)
-        cache.set(origin, signed)
-        if (cache.size > maxOrigins) cache.delete(cache.keys().next().value!)
-        return signed.header
+        return cache.set(origin, fresh(origin, now)).header
       })
     return { authorization }
   })

@@ -227,7 +227,7 @@ describe("PushVapid", () => {
     }),
   )
 
-  it.effect("PushVapid: the cache keeps at most maxOrigins origins, dropping the one signed longest ago", () =>
+  it.effect("PushVapid: the cache keeps at most maxOrigins origins, dropping the one used longest ago", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(Date.parse("2026-01-01T00:00:00Z"))
       const cache = yield* PushVapid.makeTokenCache(vapidKeys(), { maxOrigins: 2 })
