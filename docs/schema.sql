@@ -4,6 +4,7 @@
 
 CREATE TYPE job_state AS ENUM ('available', 'scheduled', 'running', 'retryable', 'completed', 'cancelled', 'discarded');
 
+CREATE SEQUENCE event_log_append_ids AS bigint;
 CREATE SEQUENCE event_log_pending_id_seq AS bigint; -- owned by event_log_pending.id
 CREATE SEQUENCE jobs_id_seq AS bigint; -- owned by jobs.id
 CREATE SEQUENCE push_registrations_id_seq AS bigint; -- owned by push_registrations.id
@@ -53,6 +54,8 @@ CREATE TABLE event_seq (
   value bigint DEFAULT 0 NOT NULL,
   epoch integer DEFAULT 1 NOT NULL,
   last_at timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+  unsequenced_from timestamp with time zone DEFAULT '-infinity'::timestamp with time zone NOT NULL,
+  unsequenced_after bigint DEFAULT 0 NOT NULL,
   CONSTRAINT event_seq_epoch_check CHECK ((epoch >= 1)),
   CONSTRAINT event_seq_id_check CHECK (id),
   CONSTRAINT event_seq_pkey PRIMARY KEY (id),
@@ -346,6 +349,18 @@ AS $function$
         day := day + 1;
       END LOOP;
       RETURN created;
+    END $function$;
+
+CREATE OR REPLACE FUNCTION event_log_numbering_check(picked bigint, numbered bigint)
+ RETURNS bigint
+ LANGUAGE plpgsql
+AS $function$
+    BEGIN
+      IF picked <> numbered THEN
+        RAISE EXCEPTION 'sequencer batch numbered % of % events: another sequencer numbered them first', numbered, picked
+          USING ERRCODE = '40001';
+      END IF;
+      RETURN numbered;
     END $function$;
 
 CREATE OR REPLACE FUNCTION webhook_drain_release(subscription uuid, job bigint)

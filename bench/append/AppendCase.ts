@@ -7,7 +7,7 @@ import type { Readable } from "./PostCommit.ts"
 
 export const producerCounts = [1, 8, 16, 32] as const
 export const batchSizes = [1, 10] as const
-export const implementations = ["ours", "postCommit", "naive", "plain"] as const
+export const implementations = ["ours", "postCommit", "inPlace", "naive", "plain"] as const
 export type Implementation = (typeof implementations)[number]
 
 export type RunResult = Throughput.Run & { readonly repeat: number; readonly verified: boolean } & Partial<Readable>
@@ -23,9 +23,11 @@ export interface Case {
     readonly oursOverPlain: number
     readonly postCommitOverPlain: number
     readonly postCommitOverOurs: number
+    readonly inPlaceOverPlain: number
+    readonly inPlaceOverPostCommit: number
   }
-  /** postCommit's commit-to-readable p50 and p95, medians over the repeats, ms. */
-  readonly commitToReadableMs: { readonly p50: number; readonly p95: number }
+  /** Commit-to-readable p50 and p95 of the two post_commit placements, medians over the repeats, ms. */
+  readonly commitToReadableMs: Record<"postCommit" | "inPlace", { readonly p50: number; readonly p95: number }>
   /** Medians of the CPU this process used, in cores: what each client costs. */
   readonly clientCores: Record<Implementation, number>
   readonly runs: Record<Implementation, ReadonlyArray<RunResult>>

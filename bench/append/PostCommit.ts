@@ -1,14 +1,15 @@
 /**
- * `postCommit` in `append`: the same producers through `EventLog.layerPostCommit`, with the
- * sequencer and the commit-to-readable reader on connections of their own, as a worker and a
- * consumer would be. After the window it times how long the sequencer took to number what was
- * still pending.
+ * `postCommit` and `inPlace` in `append`: the same producers through `EventLog.layerPostCommit`
+ * (appends wait in `event_log_pending`) or `EventLog.layerPostCommitInPlace` (in `event_log`), with the sequencer of that placement and the commit-to-readable reader on
+ * connections of their own, as a worker and a consumer would be. After the window it times how
+ * long the sequencer took to number what was still waiting.
  */
 import { Effect, Layer } from "effect"
 import { SqlClient } from "effect/sql"
 import type { NewEvent } from "../../src/log/Event.ts"
 import { EventLog } from "../../src/log/EventLog.ts"
 import * as Sequencer from "../../src/log/Sequencer.ts"
+import { NotificationStream } from "../../src/platform/NotificationStream.ts"
 import type { BenchServer } from "../harness/BenchServer.ts"
 import type { Distribution } from "../harness/Distribution.ts"
 import { round3 } from "../harness/Figures.ts"
@@ -26,19 +27,29 @@ export interface Readable {
 /** Until the sequencer has numbered every committed append (no sequencer: never). */
 const untilNothingPending = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const pending = sql<{ any: boolean }>`SELECT EXISTS (SELECT FROM event_log_pending) AS any`
+  // Bounded by a time before the run, planned with it, so the look prunes to today's leaves.
+  const since = new Date(Date.now() - 3_600_000)
+  const pending = sql<{ any: boolean }>`
+    SELECT EXISTS (SELECT FROM event_log_pending)
+        OR EXISTS (SELECT FROM event_log WHERE seq < 0 AND occurred_at >= ${since}) AS any`.unprepared
   while ((yield* pending)[0]?.any === true) yield* Effect.sleep("2 millis")
 })
+
+export type Placement = "in_place" | "pending"
 
 export const postCommit = (
   server: BenchServer["Service"],
   settings: Throughput.Settings,
   producers: number,
   batches: ReadonlyArray<ReadonlyArray<NewEvent>>,
+  placement: Placement,
 ) =>
   Effect.gen(function* () {
     const log = yield* EventLog
-    yield* Layer.build(Sequencer.layer().pipe(Layer.provide(server.pool(2))))
+    // Woken by appends as a worker's is (`AppendWake`), and polling.
+    yield* Layer.build(
+      Sequencer.layer({ placement }).pipe(Layer.provide(NotificationStream.layer()), Layer.provide(server.pool(2))),
+    )
     const readable = yield* CommitToReadable.start.pipe(Effect.provide(yield* Layer.build(server.pool(2))))
     yield* openEveryConnection(producers)
     const run = yield* Throughput.measure(settings, (tally) =>
@@ -48,4 +59,11 @@ export const postCommit = (
     )
     const drained = yield* Throughput.timed(untilNothingPending)
     return { ...run, commitToReadableMs: readable.distribution(), drainSeconds: round3(drained.seconds) }
-  }).pipe(Effect.scoped, Effect.provide(EventLog.layerPostCommit.pipe(Layer.provideMerge(server.pool(producers)))))
+  }).pipe(
+    Effect.scoped,
+    Effect.provide(
+      (placement === "in_place" ? EventLog.layerPostCommitInPlace : EventLog.layerPostCommit).pipe(
+        Layer.provideMerge(server.pool(producers)),
+      ),
+    ),
+  )

@@ -1,9 +1,10 @@
 /**
  * `npm run bench -- append`: appended events/s through `EventLog.append` with 1, 8, 16 and 32
  * concurrent producers, one and then ten events per transaction, in both sequencing modes
- * (`ours`: the counter, `postCommit`: `EventLog.layerPostCommit` with a `Sequencer` running in this
- * process on two connections of its own), next to the two `pg` driver baselines of
- * `AppendBaselines.ts` measured in the same run on the same server. A `postCommit` run also
+ * (`ours`: the counter; `post_commit` in its two placements, `postCommit`: `EventLog.layerPostCommit`,
+ * and `inPlace`: `EventLog.layerPostCommitInPlace`, each with a `Sequencer` running in this process
+ * on two connections of its own), next to the two `pg` driver baselines of
+ * `AppendBaselines.ts` measured in the same run on the same server. A post_commit run also
  * measures commit-to-readable latency (`CommitToReadable`) and, after its window, how long the
  * sequencer took to number what was still pending.
  *
@@ -33,6 +34,7 @@ import { asRow, batchesOf, reset } from "./AppendSample.ts"
 import { counter } from "./Counter.ts"
 import { verifyCount, verifyGapless } from "./LogChecks.ts"
 import { postCommit, type Readable } from "./PostCommit.ts"
+import * as WakeLatency from "./WakeLatency.ts"
 
 const once = (
   server: BenchServer["Service"],
@@ -46,8 +48,14 @@ const once = (
     const result: Throughput.Run & Partial<Readable> =
       implementation === "ours"
         ? yield* counter(server, settings, producers, batches)
-        : implementation === "postCommit"
-          ? yield* postCommit(server, settings, producers, batches)
+        : implementation === "postCommit" || implementation === "inPlace"
+          ? yield* postCommit(
+              server,
+              settings,
+              producers,
+              batches,
+              implementation === "inPlace" ? "in_place" : "pending",
+            )
           : yield* AppendBaselines.measure(
               implementation,
               pgClientConfig(server),
@@ -61,6 +69,11 @@ const once = (
         : yield* verifyGapless(implementation, result.committed)
     return { ...result, verified }
   })
+
+const readableOf = (runs: ReadonlyArray<RunResult>) => ({
+  p50: Throughput.median(runs.map((r) => r.commitToReadableMs?.p50 ?? Number.NaN)),
+  p95: Throughput.median(runs.map((r) => r.commitToReadableMs?.p95 ?? Number.NaN)),
+})
 
 /** One case: every implementation at `producers` and `eventsPerTxn`, `settings.repeats` times. */
 const measureCase = (
@@ -95,10 +108,12 @@ const measureCase = (
         oursOverPlain: median("ours") / median("plain"),
         postCommitOverPlain: median("postCommit") / median("plain"),
         postCommitOverOurs: median("postCommit") / median("ours"),
+        inPlaceOverPlain: median("inPlace") / median("plain"),
+        inPlaceOverPostCommit: median("inPlace") / median("postCommit"),
       },
       commitToReadableMs: {
-        p50: Throughput.median(runs.postCommit.map((r) => r.commitToReadableMs?.p50 ?? Number.NaN)),
-        p95: Throughput.median(runs.postCommit.map((r) => r.commitToReadableMs?.p95 ?? Number.NaN)),
+        postCommit: readableOf(runs.postCommit),
+        inPlace: readableOf(runs.inPlace),
       },
       clientCores: Rotation.mapOf(implementations, (impl) => Throughput.median(runs[impl].map((r) => r.clientCores))),
       runs,
@@ -112,7 +127,15 @@ const run = Effect.gen(function* () {
   for (const eventsPerTxn of batchSizes) {
     for (const producers of producerCounts) cases.push(yield* measureCase(server, settings, producers, eventsPerTxn))
   }
-  return report(cases, settings)
+  const wake = yield* WakeLatency.measure(server, settings)
+  for (const mode of WakeLatency.wakeModes) {
+    for (const d of wake[mode]) {
+      yield* Console.log(
+        `post_commit at ${WakeLatency.wakeRate}/s, ${mode} #${d.repeat}: commit-to-readable p50 ${d.p50} p95 ${d.p95} ms (${d.count} appends)`,
+      )
+    }
+  }
+  return report(cases, settings, wake)
 })
 
 export default {

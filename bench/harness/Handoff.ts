@@ -173,7 +173,11 @@ const startConsumer = (
 const produce = (config: HandoffConfig, stamps: Stamps) =>
   Effect.gen(function* () {
     const server = yield* BenchServer
-    if (stamps.postCommit) yield* Layer.build(Sequencer.layer().pipe(Layer.provide(server.pool(2))))
+    if (stamps.postCommit) {
+      yield* Layer.build(
+        Sequencer.layer().pipe(Layer.provide(NotificationStream.layer()), Layer.provide(server.pool(2))),
+      )
+    }
     const producer = yield* Layer.build(
       EventLog.layerFor(config.sequencing ?? "counter").pipe(
         Layer.provideMerge(server.pool(config.producerConnections)),

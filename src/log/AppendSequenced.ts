@@ -1,8 +1,10 @@
 /**
  * What an append returns, and `sequenced`, which turns a `post_commit` append into its seqs: it
- * looks, in one statement, whether the append still waits for the sequencer or is in the log
- * (the sequencer's move is atomic, so a committed append is in exactly one of the two), and waits
- * with a doubling pause until it is numbered; an append in neither never committed.
+ * looks, in one statement, whether the append still waits for the sequencer (in
+ * `event_log_pending`, or in `event_log` with provisional seqs when sequenced in place) or is
+ * numbered (the sequencer numbers an append whole, atomically, so a committed append is one or the
+ * other), and waits with a doubling pause until it is numbered; an append that is neither never
+ * committed.
  */
 import { Duration, Effect, Schema } from "effect"
 import type { SqlClient } from "effect/sql"
@@ -22,7 +24,7 @@ export interface Sequenced {
  */
 export interface Unsequenced {
   readonly _tag: "Unsequenced"
-  /** The append's row in `event_log_pending`, later `event_log.append_id` of each of its events. */
+  /** The append's id (its row in `event_log_pending`, or in place), later `event_log.append_id` of each of its events. */
   readonly appendId: bigint
   readonly events: number
 }
@@ -49,8 +51,8 @@ export const sequencedWith = (sql: SqlClient.SqlClient) =>
   Effect.fn("EventLog.sequenced")(function* (appended: Appended) {
     if (appended._tag === "Sequenced") return appended
     const { appendId, events } = appended
-    // One statement, one snapshot: the sequencer's move is atomic, so a committed append is in
-    // exactly one of the two tables.
+    // One statement, one snapshot: the sequencer numbers an append whole, and moves one from
+    // event_log_pending atomically, so a committed append is waiting or numbered, never both.
     const look = sql<{
       pending: boolean
       first: bigint | null
@@ -59,12 +61,12 @@ export const sequencedWith = (sql: SqlClient.SqlClient) =>
       epoch: number | null
       at: Date | null
     }>`
-      SELECT EXISTS (SELECT FROM event_log_pending WHERE id = ${appendId}) AS pending,
+      SELECT EXISTS (SELECT FROM event_log_pending WHERE id = ${appendId}) OR bool_or(seq < 0) AS pending,
              min(seq) AS first, max(seq) AS last, count(*)::int AS n, min(epoch) AS epoch, min(occurred_at) AS at
       FROM event_log WHERE append_id = ${appendId}`
     for (let pause = 1; ; pause = Math.min(pause * 2, Duration.toMillis(sequencedPollCap))) {
       const [row] = yield* look
-      if (row !== undefined && row.n === events && row.first !== null && row.last !== null) {
+      if (row !== undefined && row.pending !== true && row.n === events && row.first !== null && row.last !== null) {
         return {
           _tag: "Sequenced",
           firstSeq: row.first,

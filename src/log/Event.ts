@@ -69,6 +69,7 @@ export class InvalidEvent extends Schema.TaggedError<InvalidEvent>()("InvalidEve
     "PayloadNotStorable",
     "EmptyBatch",
     "SchemaMismatch",
+    "BatchTooLarge",
   ]),
   /** The offending field (`type`, `payload.items[3]`); empty when the event is not an object, absent for `EmptyBatch`. */
   field: Schema.optional(Schema.String),

@@ -13,9 +13,12 @@
  * - `post_commit` (`EventLog.layerPostCommit`): an append is one INSERT into `event_log_pending`
  *   that takes no shared lock, so producers commit in parallel; it returns the append's id, and
  *   `Sequencer` numbers committed appends afterwards, in batches, with the same counter update
- *   (see there). `sequenced` waits for the numbers. No NOTIFY from the producer: PostgreSQL
- *   serializes the commits of transactions that NOTIFY (a lock held through the commit), which
- *   would undo the point; the sequencer NOTIFYs once per batch instead.
+ *   (see there). `sequenced` waits for the numbers. No NOTIFY in the producer's transaction:
+ *   PostgreSQL serializes the commits of transactions that NOTIFY (a lock held through the
+ *   commit), which would undo the point; the sequencer NOTIFYs once per batch instead, and is
+ *   woken by a NOTIFY sent after the producer's commit, in a statement of its own (`AppendWake`).
+ *   `layerPostCommitInPlace` is the same mode with the appends waiting in `event_log` itself
+ *   (`SequencerBatchInPlace`), measured and not kept (docs/decisions.md).
  *
  * Appenders queue on a transaction-scoped advisory lock taken just before the counter update, so
  * the row is free whenever one gets to it: the lock manager hands the advisory lock to the next
@@ -38,7 +41,8 @@ import type { LogSequencing } from "../platform/BothyConfig.ts"
 import { isNoPartition, pgFailure } from "../platform/PgError.ts"
 import * as TraceParent from "../platform/TraceParent.ts"
 import { type Appended, type AppendNotCommitted, type Sequenced, sequencedWith } from "./AppendSequenced.ts"
-import { Event, type InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
+import * as AppendWake from "./AppendWake.ts"
+import { Event, InvalidEvent, type NewEvent, validateBatch } from "./Event.ts"
 import { between } from "./EventLogReads.ts"
 import * as EventTypeValidation from "./EventTypeValidation.ts"
 
@@ -53,8 +57,20 @@ export * from "./EventLogReads.ts"
  */
 export const channel = "event_log"
 
+/**
+ * The NOTIFY channel on which `post_commit` appends wake the sequencer once they committed (no
+ * payload), sent after the commit in a statement of its own (`AppendWake`).
+ */
+export const appendedChannel = "event_log_appended"
+
 /** The transaction-scoped advisory lock appenders queue on (see the module header). */
 export const appendLockKey = 7_270_100_001n
+
+/**
+ * Positions an append's events may take in a provisional seq, `-(append id * appendWidth +
+ * position)` (see `SequencerBatchInPlace`): an append holds fewer events than this.
+ */
+export const appendWidth = 1_048_576n
 
 /** The head of the log: the highest committed seq (0 when empty) and the current epoch. */
 export interface Head {
@@ -155,6 +171,43 @@ const appendPendingWith = (sql: SqlClient.SqlClient, catalog: EventTypeValidatio
         (rows) => rows[0],
       ),
     )
+    return { _tag: "Unsequenced", appendId: row.id, events: n } satisfies Appended as Appended
+  })
+
+/**
+ * In place: the events go into `event_log` itself with provisional seqs (see
+ * `SequencerBatchInPlace`), one statement and no shared lock. The transaction's xid is taken
+ * first, then the append's id, then each event's time: `UnsequencedBounds` rests on that order.
+ */
+const appendInPlaceWith = (sql: SqlClient.SqlClient, catalog: EventTypeValidation.CatalogCheck) =>
+  Effect.fn("EventLog.append")(function* (events: ReadonlyArray<NewEvent>) {
+    const { rows, n, valid } = yield* rowsOf(events)
+    if (BigInt(n) >= appendWidth) {
+      return yield* new InvalidEvent({
+        index: Number(appendWidth) - 1,
+        reason: "BatchTooLarge",
+        detail: `an append holds at most ${appendWidth - 1n} events; this one has ${n}`,
+      })
+    }
+    const statement = (version: bigint) =>
+      sql<{ id: bigint }>`
+      WITH xact AS MATERIALIZED (
+        SELECT pg_current_xact_id() WHERE ${catalog.guard(version)}
+      ), a AS MATERIALIZED (
+        SELECT nextval('event_log_append_ids') AS id FROM xact
+      ), ins AS (
+        INSERT INTO event_log (seq, epoch, occurred_at, space_id, type, actor, payload, trace_parent, append_id)
+        SELECT -(a.id * ${appendWidth} + e.ord), 0, clock_timestamp(), e.s, e.t, e.a, e.p::jsonb, e.tp, a.id
+        FROM a, ROWS FROM (jsonb_to_recordset(${rows}::jsonb) AS (s text, t text, a text, p text, tp text))
+          WITH ORDINALITY AS e(s, t, a, p, tp, ord)
+      )
+      SELECT id FROM a`.pipe(
+        Effect.map((rows) => rows[0]),
+        Effect.catchIf(isNoPartition, (e) =>
+          Effect.fail(new EventLogPartitionMissing({ detail: pgFailure(e).message })),
+        ),
+      )
+    const row = yield* checked(catalog, valid, statement)
     return { _tag: "Unsequenced", appendId: row.id, events: n } satisfies Appended as Appended
   })
 
@@ -266,17 +319,41 @@ export class EventLog extends Context.Service<
   /** The `post_commit` mode: appends commit in parallel; a `Sequencer` must run somewhere to number them. */
   static readonly layerPostCommit = Layer.effect(
     EventLog,
-    Effect.suspend(() => make("post_commit")),
+    Effect.suspend(() => make("pending")),
+  )
+  /**
+   * `post_commit` sequenced in place: appends wait in `event_log` itself, with provisional seqs,
+   * for a `Sequencer` with `placement: "in_place"`. Measured beside `layerPostCommit` and not kept
+   * as the mode (docs/decisions.md, "Sequencing in place"); the append benchmark runs it.
+   */
+  static readonly layerPostCommitInPlace = Layer.effect(
+    EventLog,
+    Effect.suspend(() => make("in_place")),
   )
   static readonly layerFor = (sequencing: LogSequencing) =>
     sequencing === "counter" ? EventLog.layer : EventLog.layerPostCommit
 }
 
-const make = (sequencing: LogSequencing) =>
+/** Where an append goes: numbered at once, or waiting for the sequencer in place or apart. */
+type Placement = "counter" | "in_place" | "pending"
+
+const appenders = {
+  counter: appendWith,
+  in_place: appendInPlaceWith,
+  pending: appendPendingWith,
+} as const
+
+const make = (placement: Placement) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const catalog = yield* EventTypeValidation.make(sql)
-    const append = sequencing === "counter" ? appendWith(sql, catalog) : appendPendingWith(sql, catalog)
+    const appendNow = appenders[placement](sql, catalog)
+    // Waiting appends wake the sequencer once their transaction (the outermost) committed.
+    const woken = placement === "counter" ? undefined : yield* AppendWake.make(sql, appendedChannel)
+    const append =
+      woken === undefined
+        ? appendNow
+        : (events: ReadonlyArray<NewEvent>) => Effect.tap(appendNow(events), () => sql.afterCommit(woken.wake))
     const appendAfter = <A, E, R>(work: Effect.Effect<A, E, R>, events: (value: A) => ReadonlyArray<NewEvent>) =>
       sql.withTransaction(
         Effect.gen(function* () {

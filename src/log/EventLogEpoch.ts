@@ -53,14 +53,18 @@ export const start = Effect.fn("EventLogEpoch.start")(function* () {
 })
 
 /**
- * Appends committed but not numbered yet (`post_commit` sequencing: rows of `event_log_pending`; 0
- * without that table). The sequencer numbers them after the head, in the epoch current by then.
+ * Appends committed but not numbered yet (`post_commit` sequencing: rows of `event_log_pending`,
+ * and appends waiting in `event_log` when sequenced in place; 0 without that table). The sequencer
+ * numbers them after the head, in the epoch current by then. A rare operator's count: it reads
+ * every leaf of the log.
  */
 export const unsequencedAppends = Effect.fn("EventLogEpoch.unsequencedAppends")(function* () {
   const sql = yield* SqlClient.SqlClient
   const [table] = yield* sql<{ present: boolean }>`SELECT to_regclass('event_log_pending') IS NOT NULL AS present`
   if (table?.present !== true) return 0
-  const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log_pending`
+  const [row] = yield* sql<{ n: number }>`
+    SELECT ((SELECT count(*) FROM event_log_pending)
+      + (SELECT count(DISTINCT append_id) FROM event_log WHERE seq < 0))::int AS n`
   return row?.n ?? 0
 })
 

@@ -7,7 +7,7 @@
  *
  *              acquired                          batch full
  *   Standby ─────────────────> Leading ─────────────────────> Leading (at once)
- *    │  ^                        │  │ batch short ─── sleep pollInterval ──> Leading
+ *    │  ^                        │  │ batch short ─── pollInterval or a wake-up ──> Leading
  *    │  └── lease refused ───────┘  │ renew due (a third of the lease) ──> renew, then batch
  *    └─ not acquired: sleep standbyInterval ──> Standby
  *
@@ -16,22 +16,43 @@
  * and its batches are refused from then on (the batch checks the lease itself). On shutdown the
  * holder gives the lease up, so a standby takes over at its next try instead of after the lease.
  *
- * Appends are not woken up for: a NOTIFY from each producer would serialize their commits again
- * (see `EventLog`), so the holder polls, every `pollInterval` while idle and at once after a full
- * batch. That poll is the extra hop of latency the mode costs.
+ * The holder polls, every `pollInterval` while idle and at once after a full batch, and is woken
+ * earlier by appends (`AppendWake`, through the process's `NotificationStream` when there is one):
+ * not by a NOTIFY in the producer's transaction, which would serialize their commits again (see
+ * `EventLog`), but by one after the commit, at most one a poll interval from each producer process.
+ * That wait is the extra hop of latency the mode costs.
+ *
+ * `placement` says where the appends wait: in `event_log_pending`, moved into the log by
+ * `SequencerBatch` (the mode bothy keeps), or in `event_log` itself, numbered where they lie by
+ * `SequencerBatchInPlace` within the bounds `UnsequencedBounds` keeps (measured, not kept).
  *
  * Time between steps comes from `Clock` (TestClock drives it in tests); the lease's own times are
  * the database's.
  */
 import { randomUUID } from "node:crypto"
 import { hostname } from "node:os"
-import { Cause, Clock, Duration, Effect, Layer, Metric, Schedule } from "effect"
+import { Cause, Clock, Duration, Effect, Layer, Metric, Queue, Schedule } from "effect"
 import { SqlClient } from "effect/sql"
+import { NotificationStream } from "../platform/NotificationStream.ts"
+import { appendedChannel, appendWidth } from "./EventLog.ts"
 import * as EventLogMetrics from "./EventLogMetrics.ts"
 import * as SequencerBatch from "./SequencerBatch.ts"
+import * as SequencerBatchInPlace from "./SequencerBatchInPlace.ts"
 import * as SequencerLease from "./SequencerLease.ts"
+import * as UnsequencedBounds from "./UnsequencedBounds.ts"
 
 export interface SequencerOptions {
+  /**
+   * Where the appends it numbers wait: `pending` in `event_log_pending` (`EventLog.layerPostCommit`),
+   * or `in_place` in `event_log` (`EventLog.layerPostCommitInPlace`). Default `pending`.
+   */
+  readonly placement?: "in_place" | "pending"
+  /**
+   * In place: how often a batch reads every leaf of the log rather than within its bounds, for
+   * appends a server clock stepped back by more than `UnsequencedBounds.margin` would hide.
+   * Default 10 minutes.
+   */
+  readonly sweepInterval?: Duration.Input
   /** This process's name in `event_sequencer.holder`. Default: host, pid and a random suffix. */
   readonly holder?: string
   /** Appends per batch. Default 1000. */
@@ -68,6 +89,9 @@ export type Step =
     }
   | { readonly _tag: "Failed" }
 
+/** How far past the server's estimated time the in-place read looks (a server clock stepped ahead). */
+const aheadMargin = Duration.toMillis(Duration.hours(1))
+
 type State = { readonly _tag: "Standby" } | { readonly _tag: "Leading"; readonly renewAt: number }
 
 const millisOf = (d: Duration.Input | undefined, fallback: Duration.Duration) =>
@@ -76,19 +100,37 @@ const millisOf = (d: Duration.Input | undefined, fallback: Duration.Duration) =>
 /** Reads the sequencing gauges from the database. */
 export const sampleGauges = Effect.fn("Sequencer.sampleGauges")(function* () {
   const sql = yield* SqlClient.SqlClient
-  // The open appenders are the transactions holding event_log_pending's insert lock with an xid;
-  // their start time needs the same role or pg_read_all_stats (else they count as none).
+  // Waiting in place: within the bounds the last batch kept, planned with them (unprepared) so the
+  // read prunes to the leaves that can hold them.
+  const [bounds] = yield* sql<{ from: string; below: bigint; until: string }>`
+    SELECT unsequenced_from::text AS "from", -((unsequenced_after + 1) * ${appendWidth}) + 1 AS below,
+           (clock_timestamp() + interval '1 hour')::text AS until
+    FROM event_seq`
+  if (bounds === undefined) return
+  // The open appenders are the transactions holding an insert lock on a leaf of event_log (or on
+  // event_log_pending) with an xid; their start time needs the same role or pg_read_all_stats
+  // (else they count as none).
   const [row] = yield* sql<{ pending: number; pendingAge: number; openAge: number }>`
-    SELECT (SELECT count(*) FROM (SELECT FROM event_log_pending LIMIT 100000) AS p)::int AS pending,
-           coalesce(extract(epoch FROM clock_timestamp() - (SELECT min(appended_at) FROM event_log_pending)), 0)::float8
-             AS "pendingAge",
+    WITH waiting AS MATERIALIZED (
+      SELECT occurred_at AS at FROM event_log
+      WHERE seq < ${bounds.below} AND occurred_at >= ${bounds.from}::timestamptz
+        AND occurred_at <= ${bounds.until}::timestamptz
+      LIMIT 100000
+    ), apart AS MATERIALIZED (
+      SELECT appended_at AS at FROM event_log_pending LIMIT 100000
+    )
+    SELECT ((SELECT count(*) FROM waiting) + (SELECT count(*) FROM apart))::int AS pending,
+           coalesce(extract(epoch FROM clock_timestamp() - least(
+             (SELECT min(at) FROM waiting), (SELECT min(at) FROM apart))), 0)::float8 AS "pendingAge",
            coalesce((
              SELECT extract(epoch FROM clock_timestamp() - min(a.xact_start))
              FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
-             WHERE l.locktype = 'relation' AND l.relation = 'event_log_pending'::regclass
-               AND l.mode = 'RowExclusiveLock' AND l.granted AND a.backend_xid IS NOT NULL
-               AND a.pid <> pg_backend_pid()
-           ), 0)::float8 AS "openAge"`
+             WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.granted
+               AND l.relation IN (
+                 SELECT relid FROM pg_partition_tree('event_log') WHERE isleaf
+                 UNION ALL SELECT 'event_log_pending'::regclass)
+               AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
+           ), 0)::float8 AS "openAge"`.unprepared
   if (row === undefined) return
   yield* Metric.update(EventLogMetrics.unsequenced, row.pending)
   yield* Metric.update(EventLogMetrics.unsequencedAge, Math.max(0, row.pendingAge))
@@ -104,11 +146,51 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
   const pollMillis = millisOf(options.pollInterval, Duration.millis(5))
   const standbyMillis = millisOf(options.standbyInterval, Duration.seconds(1))
   const onStep = options.onStep ?? (() => Effect.void)
+  // Appends that committed through `appendAfter` wake the holder (`wake`); it polls as well.
+  const wakeups = yield* Queue.sliding<void>(1)
+  const wake = Queue.offer(wakeups, undefined).pipe(Effect.asVoid)
+  const pause = Effect.raceFirst(Effect.sleep(Duration.millis(pollMillis)), Queue.take(wakeups))
+  const sweepMillis = millisOf(options.sweepInterval, Duration.minutes(10))
   const provide = Effect.provideService(SqlClient.SqlClient, sql)
+  const inTransaction = <A extends SequencerBatch.BatchResult, E>(run: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+    options.inBatch === undefined ? run : sql.withTransaction(Effect.tap(run, options.inBatch))
+
+  // In place: where the holder reads (see UnsequencedBounds), from what the last holder kept.
+  let frontier = UnsequencedBounds.make({ from: undefined, after: 0n })
+  let sweptAt = 0
+  // The server's time as last seen, and this process's then: the read's upper bound is the
+  // server's time now, estimated, plus `aheadMargin` (leaves further ahead hold nothing waiting).
+  let serverTime = { at: 0, seen: 0 }
+  const startFrontier = Effect.gen(function* () {
+    const [kept] = yield* sql<{ from: Date | null; after: bigint; now: Date }>`
+      SELECT CASE WHEN isfinite(unsequenced_from) THEN unsequenced_from END AS "from",
+             unsequenced_after AS after, clock_timestamp() AS now
+      FROM event_seq`
+    frontier = UnsequencedBounds.make({ from: kept?.from ?? undefined, after: kept?.after ?? 0n })
+    sweptAt = yield* Clock.currentTimeMillis
+    serverTime = { at: kept?.now.getTime() ?? 0, seen: sweptAt }
+  })
+  const inPlace = Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
+    const sweep = now - sweptAt >= sweepMillis
+    if (sweep) sweptAt = now
+    const bounds = sweep ? { ...frontier.bounds(), from: undefined } : frontier.bounds()
+    const until = sweep ? undefined : new Date(serverTime.at + (now - serverTime.seen) + aheadMargin)
+    const { marks, ...result } = yield* inTransaction(SequencerBatchInPlace.run(holder, batchSize, bounds, until))
+    if (result.leased) {
+      frontier.observe(marks)
+      serverTime = { at: marks.at.getTime(), seen: yield* Clock.currentTimeMillis }
+    }
+    return { result, full: marks.full }
+  })
+  // Full: another batch waits already, so the holder goes on at once.
   const batch =
-    options.inBatch === undefined
-      ? SequencerBatch.run(holder, batchSize)
-      : sql.withTransaction(Effect.tap(SequencerBatch.run(holder, batchSize), options.inBatch))
+    options.placement !== "in_place"
+      ? Effect.map(inTransaction(SequencerBatch.run(holder, batchSize)), (result) => ({
+          result,
+          full: result.appends >= batchSize,
+        }))
+      : inPlace
   const leading = Effect.map(
     Clock.currentTimeMillis,
     (now): State => ({ _tag: "Leading", renewAt: now + leaseMillis / 3 }),
@@ -117,6 +199,7 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
 
   const standby = Effect.gen(function* () {
     if (yield* provide(SequencerLease.acquire(holder, leaseMillis))) {
+      yield* startFrontier
       yield* setLeading(true)
       yield* onStep({ _tag: "Acquired", holder })
       return yield* leading
@@ -140,14 +223,14 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
         yield* onStep({ _tag: "Renewed" })
         next = yield* leading
       }
-      const result = yield* provide(batch)
+      const { result, full } = yield* provide(batch)
       if (!result.leased) return yield* lost
       if (result.events > 0) {
         yield* Metric.update(EventLogMetrics.sequencedEvents, result.events)
         yield* Metric.update(EventLogMetrics.sequencerBatches, 1)
       }
       yield* onStep({ _tag: "Batch", ...result })
-      if (result.appends < batchSize) yield* Effect.sleep(Duration.millis(pollMillis))
+      if (!full) yield* pause
       return next
     })
 
@@ -172,7 +255,7 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
     Effect.andThen(setLeading(false)),
     Effect.catchCause((cause) => Effect.logWarning("sequencer: could not give the lease up; it expires", cause)),
   )
-  return { holder, loop, release }
+  return { holder, loop, release, wake }
 })
 
 /**
@@ -200,6 +283,8 @@ export const layer = (options: SequencerOptions = {}) =>
     Effect.gen(function* () {
       const sequencer = yield* make(options)
       yield* sayWhatStatsHide
+      const notifications = yield* Effect.serviceOption(NotificationStream)
+      if (notifications._tag === "Some") yield* notifications.value.subscribe(appendedChannel, () => sequencer.wake)
       yield* Effect.addFinalizer(() => sequencer.release)
       yield* sequencer.loop.pipe(Effect.forkScoped)
       yield* sampleGauges().pipe(

@@ -37,6 +37,7 @@ import pushNativeRegistrations from "../../migrations/0023_push_native_registrat
 import webhookDegraded from "../../migrations/0024_webhook_degraded.ts"
 import webhookRecoveries from "../../migrations/0025_webhook_recoveries.ts"
 import webhookEndpointAuth from "../../migrations/0026_webhook_endpoint_auth.ts"
+import eventLogInPlace from "../../migrations/0027_event_log_in_place.ts"
 import * as DatabaseSchema from "./DatabaseSchema.ts"
 import * as PostgresVersion from "./PostgresVersion.ts"
 
@@ -66,6 +67,7 @@ export const migrations = {
   "0024_webhook_degraded": webhookDegraded,
   "0025_webhook_recoveries": webhookRecoveries,
   "0026_webhook_endpoint_auth": webhookEndpointAuth,
+  "0027_event_log_in_place": eventLogInPlace,
 } as const
 
 /** The table in which the migrator records applied migrations. */

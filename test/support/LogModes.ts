@@ -24,16 +24,20 @@ export const appendSequenced = (events: ReadonlyArray<NewEvent>) =>
   Effect.flatMap(EventLog, (log) => Effect.flatMap(log.append(events), log.sequenced))
 
 /**
- * Waits until every append committed so far has been numbered: no pending row at or below the
- * highest one pending now (the sequencer goes by id). At once when nothing is pending.
+ * Waits until every append committed so far has been numbered: no append waiting, in place or in
+ * `event_log_pending`, at or below the highest id waiting now (the sequencer goes by id). At once
+ * when nothing waits.
  */
 export const settled = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const [top] = yield* sql<{ id: bigint | null }>`SELECT max(id) AS id FROM event_log_pending`
+  const [top] = yield* sql<{ id: bigint | null }>`
+    SELECT greatest((SELECT max(id) FROM event_log_pending), (SELECT max(append_id) FROM event_log WHERE seq < 0)) AS id`
   if (top?.id == null) return
   const upTo = top.id
   yield* eventually(
-    sql<{ n: number }>`SELECT count(*)::int AS n FROM event_log_pending WHERE id <= ${upTo}`,
+    sql<{ n: number }>`
+      SELECT ((SELECT count(*) FROM event_log_pending WHERE id <= ${upTo})
+        + (SELECT count(*) FROM event_log WHERE seq < 0 AND append_id <= ${upTo}))::int AS n`,
     ([row]) => row?.n === 0,
     { what: `appends up to ${upTo} numbered`, within: "60 seconds", every: "5 millis" },
   )

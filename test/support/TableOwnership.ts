@@ -25,6 +25,8 @@ export const owners: Readonly<Record<string, string>> = {
   event_sequencer: "log",
   event_log_ensure_partitions: "log",
   retention_lease: "log",
+  // 0027: what sequencing in place needs (its append ids, its batch's check)
+  event_log_numbering_check: "log",
   // 0022: the event-type catalog and its version
   event_types: "log",
   event_type_catalog: "log",
