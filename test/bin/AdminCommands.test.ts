@@ -324,11 +324,10 @@ describe("bothy subscriptions", () => {
         const latest = Object.keys(Migrations.migrations).at(-1)!
         const latestId = Number(latest.slice(0, 4))
         yield* sql`DELETE FROM bothy_migrations WHERE migration_id = ${latestId}`
-        // What the latest migration (0026_webhook_endpoint_auth) added, undone.
-        yield* sql`
-          ALTER TABLE webhook_subscriptions DROP COLUMN auth_token_url, DROP COLUMN auth_client_id,
-            DROP COLUMN auth_client_secret_sealed, DROP COLUMN auth_scope, DROP COLUMN tls_client_sealed,
-            DROP COLUMN tls_ca`
+        // What the latest migration (0027_event_log_in_place) added, undone.
+        yield* sql`DROP SEQUENCE event_log_append_ids`
+        yield* sql`ALTER TABLE event_seq DROP COLUMN unsequenced_from, DROP COLUMN unsequenced_after`
+        yield* sql`DROP FUNCTION event_log_numbering_check(bigint, bigint)`
         const applied = sql<{ n: number }>`SELECT count(*)::int AS n FROM bothy_migrations`.pipe(
           Effect.map((rows) => rows[0]!.n),
         )

@@ -63,9 +63,13 @@ describe("retention behind a transaction pooler", () => {
             `retention's DETACH PARTITION ... CONCURRENTLY needs a database session of its own, which the transaction pooler at ${at} (DATABASE_URL) does not keep: set DATABASE_DIRECT_URL to a direct connection to the server`,
           )
         }
+        // Nothing detached. (Days ahead may have been added: past midnight UTC, the run's first
+        // retention creates a day the database, made the day before, did not have.)
+        const still = (yield* attached.pipe(Effect.provide(directPool))).map((r) => r.name)
         assert.deepStrictEqual(
-          (yield* attached.pipe(Effect.provide(directPool))).map((r) => r.name),
-          before,
+          before.filter((day) => !still.includes(day)),
+          [],
+          "no day detached",
         )
 
         const withDirect = yield* database({ DATABASE_URL: pooled, DATABASE_DIRECT_URL: direct })
