@@ -32,7 +32,7 @@
 import { randomUUID } from "node:crypto"
 import { hostname } from "node:os"
 import { Cause, Clock, Duration, Effect, Layer, Metric, Queue, Schedule } from "effect"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type Statement } from "effect/sql"
 import { NotificationStream } from "../platform/NotificationStream.ts"
 import { appendedChannel, appendWidth } from "./EventLog.ts"
 import * as EventLogMetrics from "./EventLogMetrics.ts"
@@ -97,40 +97,55 @@ type State = { readonly _tag: "Standby" } | { readonly _tag: "Leading"; readonly
 const millisOf = (d: Duration.Input | undefined, fallback: Duration.Duration) =>
   Duration.toMillis(d === undefined ? fallback : Duration.fromInputUnsafe(d))
 
-/** Reads the sequencing gauges from the database. */
-export const sampleGauges = Effect.fn("Sequencer.sampleGauges")(function* () {
-  const sql = yield* SqlClient.SqlClient
-  // Waiting in place: within the bounds the last batch kept, planned with them (unprepared) so the
-  // read prunes to the leaves that can hold them.
+/**
+ * The transactions holding an insert lock on `relations` with an xid: the open appenders. Their
+ * start time needs the same role or pg_read_all_stats (else they count as none).
+ */
+const openAppendAge = (sql: SqlClient.SqlClient, relations: Statement.Fragment) => sql`
+  coalesce((
+    SELECT extract(epoch FROM clock_timestamp() - min(a.xact_start))
+    FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
+    WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.granted
+      AND l.relation IN (${relations}) AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
+  ), 0)::float8`
+
+/** The gauges of appends waiting in `event_log_pending`. */
+const pendingGauges = (sql: SqlClient.SqlClient) =>
+  sql<{ pending: number; pendingAge: number; openAge: number }>`
+    SELECT (SELECT count(*) FROM (SELECT FROM event_log_pending LIMIT 100000) AS p)::int AS pending,
+           coalesce(extract(epoch FROM clock_timestamp() - (SELECT min(appended_at) FROM event_log_pending)), 0)::float8
+             AS "pendingAge",
+           ${openAppendAge(sql, sql`SELECT 'event_log_pending'::regclass`)} AS "openAge"`
+
+/**
+ * The gauges of appends waiting in place: within the bounds the last batch kept, planned with them
+ * (unprepared) so the read prunes to the leaves that can hold them.
+ */
+const inPlaceGauges = Effect.fnUntraced(function* (sql: SqlClient.SqlClient) {
   const [bounds] = yield* sql<{ from: string; below: bigint; until: string }>`
     SELECT unsequenced_from::text AS "from", -((unsequenced_after + 1) * ${appendWidth}) + 1 AS below,
            (clock_timestamp() + interval '1 hour')::text AS until
     FROM event_seq`
-  if (bounds === undefined) return
-  // The open appenders are the transactions holding an insert lock on a leaf of event_log (or on
-  // event_log_pending) with an xid; their start time needs the same role or pg_read_all_stats
-  // (else they count as none).
-  const [row] = yield* sql<{ pending: number; pendingAge: number; openAge: number }>`
+  if (bounds === undefined) return []
+  return yield* sql<{ pending: number; pendingAge: number; openAge: number }>`
     WITH waiting AS MATERIALIZED (
       SELECT occurred_at AS at FROM event_log
       WHERE seq < ${bounds.below} AND occurred_at >= ${bounds.from}::timestamptz
         AND occurred_at <= ${bounds.until}::timestamptz
       LIMIT 100000
-    ), apart AS MATERIALIZED (
-      SELECT appended_at AS at FROM event_log_pending LIMIT 100000
     )
-    SELECT ((SELECT count(*) FROM waiting) + (SELECT count(*) FROM apart))::int AS pending,
-           coalesce(extract(epoch FROM clock_timestamp() - least(
-             (SELECT min(at) FROM waiting), (SELECT min(at) FROM apart))), 0)::float8 AS "pendingAge",
-           coalesce((
-             SELECT extract(epoch FROM clock_timestamp() - min(a.xact_start))
-             FROM pg_locks AS l JOIN pg_stat_activity AS a ON a.pid = l.pid
-             WHERE l.locktype = 'relation' AND l.mode = 'RowExclusiveLock' AND l.granted
-               AND l.relation IN (
-                 SELECT relid FROM pg_partition_tree('event_log') WHERE isleaf
-                 UNION ALL SELECT 'event_log_pending'::regclass)
-               AND a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
-           ), 0)::float8 AS "openAge"`.unprepared
+    SELECT (SELECT count(*) FROM waiting)::int AS pending,
+           coalesce(extract(epoch FROM clock_timestamp() - (SELECT min(at) FROM waiting)), 0)::float8 AS "pendingAge",
+           ${openAppendAge(sql, sql`SELECT relid FROM pg_partition_tree('event_log') WHERE isleaf`)} AS "openAge"`
+    .unprepared
+})
+
+/** Reads the sequencing gauges of `placement` (default `pending`) from the database. */
+export const sampleGauges = Effect.fn("Sequencer.sampleGauges")(function* (
+  placement: NonNullable<SequencerOptions["placement"]> = "pending",
+) {
+  const sql = yield* SqlClient.SqlClient
+  const [row] = yield* placement === "in_place" ? inPlaceGauges(sql) : pendingGauges(sql)
   if (row === undefined) return
   yield* Metric.update(EventLogMetrics.unsequenced, row.pending)
   yield* Metric.update(EventLogMetrics.unsequencedAge, Math.max(0, row.pendingAge))
@@ -199,7 +214,7 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
 
   const standby = Effect.gen(function* () {
     if (yield* provide(SequencerLease.acquire(holder, leaseMillis))) {
-      yield* startFrontier
+      if (options.placement === "in_place") yield* startFrontier
       yield* setLeading(true)
       yield* onStep({ _tag: "Acquired", holder })
       return yield* leading
@@ -287,7 +302,7 @@ export const layer = (options: SequencerOptions = {}) =>
       if (notifications._tag === "Some") yield* notifications.value.subscribe(appendedChannel, () => sequencer.wake)
       yield* Effect.addFinalizer(() => sequencer.release)
       yield* sequencer.loop.pipe(Effect.forkScoped)
-      yield* sampleGauges().pipe(
+      yield* sampleGauges(options.placement).pipe(
         Effect.catchCause((cause) => Effect.logWarning("sequencer: gauge sampling failed", cause)),
         Effect.repeat(Schedule.spaced(options.sampleInterval ?? Duration.seconds(10))),
         Effect.forkScoped,

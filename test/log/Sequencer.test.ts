@@ -140,7 +140,7 @@ for (const placement of ["pending", "in_place"] as const) {
             )
             .pipe(Effect.forkChild)
           yield* Deferred.await(otherWrote)
-          yield* Sequencer.sampleGauges()
+          yield* Sequencer.sampleGauges(placement)
           assert.strictEqual(yield* gauge(EventLogMetrics.openAppendAge), 0, "a transaction that appended nothing")
 
           // A long transaction that appends, then stays open.
@@ -170,7 +170,7 @@ for (const placement of ["pending", "in_place"] as const) {
               [4n, 6n],
             ],
           )
-          yield* Sequencer.sampleGauges()
+          yield* Sequencer.sampleGauges(placement)
           assert.isAbove(yield* gauge(EventLogMetrics.openAppendAge), 0, "the open appender is visible in the metric")
           assert.strictEqual(yield* gauge(EventLogMetrics.unsequenced), 0, "nothing committed is waiting")
           assert.deepStrictEqual(
@@ -193,7 +193,7 @@ for (const placement of ["pending", "in_place"] as const) {
             ["short1", "short2", "short2", "short3", "short3", "short3", "long", "long", "after"],
           )
           assert.strictEqual((yield* log.head).seq, 9n)
-          yield* Sequencer.sampleGauges()
+          yield* Sequencer.sampleGauges(placement)
           assert.strictEqual(yield* gauge(EventLogMetrics.openAppendAge), 0)
           yield* Deferred.succeed(otherWriter, undefined)
           yield* Fiber.join(other)
