@@ -37,8 +37,8 @@ import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
 import * as DeliveryTrace from "../harness/DeliveryTrace.ts"
 import { round3 } from "../harness/Figures.ts"
+import * as SourceTree from "../harness/SourceTree.ts"
 import { eventAt, owner, spaceOf } from "../harness/WebhookSample.ts"
-import * as SourceTree from "./SourceTree.ts"
 
 // ---- what the real worker runs: adapt these when src/bin/Worker.ts changes ----
 

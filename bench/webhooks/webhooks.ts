@@ -1,5 +1,5 @@
 /**
- * `npm run bench -- webhooks`: outgoing webhooks, in two parts.
+ * `npm run bench -- webhooks`: outgoing webhooks, in six parts.
  *
  *   1. End to end (`WebhookEndToEnd.ts`): from an event's commit to its request arriving at a local
  *      receiver, at BENCH_WEBHOOK_RATE events/s for BENCH_WEBHOOK_SECONDS over
@@ -22,6 +22,13 @@
  *   4. The cost of telemetry (`WebhookTelemetryCost.ts`): the end-to-end run with metrics
  *      and tracing off against on, alternating, BENCH_WEBHOOK_TELEMETRY_REPEATS times each: CPU
  *      per event of the worker process and its PostgreSQL backends. Target: on / off <= 1.1.
+ *   5. The cost of a delivery (`WebhookCpu.ts`): the `statements` part (6) on this tree and on
+ *      the code before the cost-of-an-event issue (BENCH_WEBHOOK_CPU_BASELINE_REF), each run in a
+ *      child process of its tree, BENCH_WEBHOOK_CPU_REPEATS times each: CPU per delivery of the
+ *      worker and of its backends. Targets: <= 0.6 ms together, end-to-end p95 <= 100 ms (and the
+ *      backlog part's one subscription >= 1,500/s).
+ *   6. Statements (`WebhookStatements.ts`, by name only): one end-to-end run with pg_stat_statements
+ *      (preloaded through BENCH_PG_SETTINGS), where a delivery's PostgreSQL time goes.
  *
  * A run of some parts only keeps the other parts' figures of the results file it replaces, each
  * marked with the date it was measured (`carriedOver`).
@@ -42,15 +49,16 @@ import type { WebhookSettings } from "../../src/webhooks/WebhookConfig.ts"
 import type { Benchmark } from "../harness/Benchmark.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
 import type { Report, Target } from "../harness/Report.ts"
+import * as SourceTree from "../harness/SourceTree.ts"
 import * as Throughput from "../harness/Throughput.ts"
-import * as SourceTree from "./SourceTree.ts"
 import * as WebhookBacklog from "./WebhookBacklog.ts"
+import * as WebhookCpu from "./WebhookCpu.ts"
 import * as WebhookEndToEnd from "./WebhookEndToEnd.ts"
 import * as WebhookRounds from "./WebhookRounds.ts"
 import * as WebhookStatements from "./WebhookStatements.ts"
 import * as WebhookTelemetryCost from "./WebhookTelemetryCost.ts"
 
-const allParts = ["endToEnd", "rounds", "backlog", "telemetry", "statements"] as const
+const allParts = ["endToEnd", "rounds", "backlog", "telemetry", "cpu", "statements"] as const
 /** `statements` needs pg_stat_statements preloaded (`WebhookStatements.preloadSettings`): asked for by name. */
 const defaultParts = allParts.filter((p) => p !== "statements")
 
@@ -107,6 +115,8 @@ const backlogAppendSize = 5000
 const backlogTargets = [
   { name: "backlog one subscription >= 500 deliveries/s", subscriptions: 1, perSubscription: 10_000, target: 500 },
   { name: "backlog ten subscriptions >= 1500 deliveries/s", subscriptions: 10, perSubscription: 5_000, target: 1500 },
+  // The cost-of-an-event issue's: cuts to a delivery's CPU must keep one subscription's drain this fast.
+  { name: "backlog one subscription >= 1500 deliveries/s", subscriptions: 1, perSubscription: 10_000, target: 1500 },
 ] as const
 const pollInterval = Duration.seconds(1)
 const flatSlopeShare = 0.01
@@ -1076,6 +1086,17 @@ const statementsPart = (p: Plan) =>
     } satisfies Part
   })
 
+/** The cost of a delivery on this tree and the one before the issue (`WebhookCpu`). */
+const cpuPart = (p: Plan): Effect.Effect<Part, unknown, never> =>
+  WebhookCpu.measure({
+    rate: p.config.rate,
+    seconds: p.config.seconds,
+    warmupSeconds: p.config.warmupSeconds,
+    leafDays: p.config.leafDays,
+    historyDeliveries: p.config.historyDeliveries,
+    subscriptions: p.config.subscriptions,
+  })
+
 // ---- the report ----
 
 const conditions = (p: Plan, backlog: Part | undefined, telemetry: Part | undefined) => {
@@ -1153,10 +1174,11 @@ const run = Effect.gen(function* () {
   const rounds = parts.has("rounds") ? yield* roundsPart(p) : undefined
   const backlog = parts.has("backlog") ? yield* backlogPart(p) : undefined
   const telemetry = parts.has("telemetry") ? yield* telemetryPart(p) : undefined
+  const cpu = parts.has("cpu") ? yield* cpuPart(p) : undefined
   const statements = parts.has("statements") ? yield* statementsPart(p) : undefined
-  const ran = [endToEnd, rounds, backlog, telemetry, statements].filter((part) => part !== undefined)
+  const ran = [endToEnd, rounds, backlog, telemetry, cpu, statements].filter((part) => part !== undefined)
   const report = {
-    conditions: { ...conditions(p, backlog, telemetry), statements: statements?.conditions },
+    conditions: { ...conditions(p, backlog, telemetry), cpu: cpu?.conditions, statements: statements?.conditions },
     results: Object.assign({}, ...ran.map((part) => part.results)),
     baseline: {
       endToEnd: endToEnd?.baseline.endToEnd ?? e2eBaseline(undefined),
@@ -1166,6 +1188,7 @@ const run = Effect.gen(function* () {
       },
       backlog: backlog?.baseline.backlog,
       telemetry: telemetry?.baseline.telemetry,
+      cpu: cpu?.baseline.cpu,
       statements: statements?.baseline.statements,
     },
     targets: ran.flatMap((part) => part.targets).filter((t): t is Target => t !== undefined),
@@ -1188,6 +1211,7 @@ const sectionsOf = {
   rounds: { conditions: ["rounds"], results: ["rounds"], baseline: ["rounds"], target: /^matching/ },
   backlog: { conditions: ["backlog"], results: ["backlog"], baseline: ["backlog"], target: /^backlog/ },
   telemetry: { conditions: ["telemetry"], results: ["telemetry"], baseline: ["telemetry"], target: /^telemetry/ },
+  cpu: { conditions: ["cpu"], results: ["cpu"], baseline: ["cpu"], target: /^cpu:/ },
   statements: { conditions: ["statements"], results: ["statements"], baseline: ["statements"], target: /^statements/ },
 } as const satisfies Record<(typeof allParts)[number], unknown>
 
@@ -1258,6 +1282,8 @@ export default {
     BENCH_WEBHOOK_BACKLOG_BASELINE_SECONDS: "2",
     BENCH_WEBHOOK_TELEMETRY_REPEATS: "1",
     BENCH_WEBHOOK_SCRAPE_SECONDS: "1",
+    BENCH_WEBHOOK_CPU_REPEATS: "1",
+    BENCH_WEBHOOK_LEAF_DAYS: "15",
   },
   run: Effect.gen(function* () {
     const server = yield* BenchServer

@@ -3,10 +3,11 @@
  * it, so one benchmark run can measure a case on the code before a change as well (the same-run
  * baseline), on the same server, in the same conditions.
  *
- *   checkout(ref):  git archive of the commit's src/, migrations/ and package.json into a
- *                   temporary folder, with node_modules linked to this checkout's (the same
- *                   packages: Node resolves the link to the same files, so `effect` is one module
- *                   for both); the folder is removed when the scope closes
+ *   checkout(ref):  git archive of the commit's src/, migrations/ and package.json (or, with
+ *                   `whole`, all of it: its own bench/ too, for `TreeBench`) into a temporary
+ *                   folder, with node_modules linked to this checkout's (the same packages: Node
+ *                   resolves the link to the same files, so `effect` is one module for both); the
+ *                   folder is removed when the scope closes
  *   modules(root):  that tree's modules, imported by path
  *
  * The modules are typed as this checkout's: an earlier tree whose API differs fails where the
@@ -44,11 +45,14 @@ export interface Checkout {
 const git = (args: ReadonlyArray<string>) =>
   execFileSync("git", ["-C", here, ...args], { maxBuffer: 256 * 2 ** 20, stdio: ["ignore", "pipe", "pipe"] })
 
+/** What a checkout extracts: what a driver importing `modules` needs, or the whole tree. */
+const parts = (whole: boolean) => (whole ? [] : ["src", "migrations", "package.json"])
+
 /** Extracts `commit`'s tree into a fresh temporary folder and links node_modules; returns the folder. */
-const extract = (commit: string) => {
+const extract = (commit: string, whole: boolean) => {
   const root = mkdtempSync(join(tmpdir(), "bothy-tree-"))
   try {
-    execFileSync("tar", ["-x", "-C", root], { input: git(["archive", commit, "src", "migrations", "package.json"]) })
+    execFileSync("tar", ["-x", "-C", root], { input: git(["archive", commit, ...parts(whole)]) })
     symlinkSync(join(here, "node_modules"), join(root, "node_modules"), "dir")
     return root
   } catch (e) {
@@ -61,7 +65,7 @@ const extract = (commit: string) => {
  * The tree at `ref` (a commit, tag or branch of this repository), removed when the scope closes;
  * `variable` names the setting the ref came from, for the error.
  */
-export const checkout = (ref: string, variable: string) =>
+export const checkout = (ref: string, variable: string, options?: { readonly whole?: boolean }) =>
   Effect.acquireRelease(
     Effect.gen(function* () {
       const unavailable = (detail: string) => new SourceTreeUnavailable({ variable, ref, detail })
@@ -73,7 +77,7 @@ export const checkout = (ref: string, variable: string) =>
         catch: () => unavailable("no such commit in this repository"),
       })
       const root = yield* Effect.try({
-        try: () => extract(commit),
+        try: () => extract(commit, options?.whole === true),
         catch: (e) =>
           unavailable(
             e instanceof Error && "stderr" in e ? `${e.message.split("\n")[0]} ${String(e.stderr).trim()}` : String(e),
