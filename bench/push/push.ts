@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- push`: Web Push end to end (the push load test and its `push_handoff`
- * figure), in three parts, against a loopback push service on a thread of its own that
+ * figure), in four parts, against a loopback push service on a thread of its own that
  * checks every VAPID token and decrypts every message (`BenchPushService`).
  *
  *   1. Handoff (`PushHandoff.ts`): BENCH_PUSH_RATE events/s for BENCH_PUSH_SECONDS, each event
@@ -21,7 +21,10 @@
  *      and the CPU per push with the VAPID token reused against signing each request, alternating
  *      within each repeat (target: sender and server together <= 0.4 ms a push); plus the two CPU
  *      costs apart (sign a token, build a request).
- *   3. APNs (`PushApns.ts`): BENCH_PUSH_APNS_PUSHES pushes through the native sender core over one
+ *   3. Before (`PushBefore.ts`): the fan-out again, on this tree and on the code before the
+ *      push-at-scale issue (BENCH_PUSH_BEFORE_REF), each run in a child process of its tree, in
+ *      rotating order: the same-run baseline of pushes/s and CPU per push.
+ *   4. APNs (`PushApns.ts`): BENCH_PUSH_APNS_PUSHES pushes through the native sender core over one
  *      HTTP/2 connection to an APNs fake on its own thread (`BenchApnsService`): pushes/s and the
  *      sender's CPU per push, the provider token reused against signed for each request.
  *
@@ -38,11 +41,13 @@ import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import type { Benchmark } from "../harness/Benchmark.ts"
 import { BenchServer, pgClientConfig } from "../harness/BenchServer.ts"
 import * as Handoff from "../harness/Handoff.ts"
+import type { Report } from "../harness/Report.ts"
 import { eventAt } from "../harness/SampleEvent.ts"
 import * as Throughput from "../harness/Throughput.ts"
 import { spaceOf } from "../harness/WebhookSample.ts"
 import * as BenchPushService from "./BenchPushService.ts"
 import * as PushApns from "./PushApns.ts"
+import * as PushBefore from "./PushBefore.ts"
 import * as PushBurst from "./PushBurst.ts"
 import * as PushHandoff from "./PushHandoff.ts"
 import * as PushReport from "./PushReport.ts"
@@ -59,7 +64,7 @@ const p95TargetVariable = "BOTHY_PERF_PUSH_HANDOFF_P95"
 const settings = Config.all({
   throughput: Throughput.settings,
   smoke: Config.Boolean("BENCH_PUSH_SMOKE").pipe(Config.withDefault(false)),
-  parts: Config.String("BENCH_PUSH_PARTS").pipe(Config.withDefault("handoff,lowRates,fanOut,apns")),
+  parts: Config.String("BENCH_PUSH_PARTS").pipe(Config.withDefault("handoff,lowRates,fanOut,before,apns")),
   lowRates: Config.String("BENCH_PUSH_LOW_RATES").pipe(Config.withDefault("50,200")),
   rate: Config.Number("BENCH_PUSH_RATE").pipe(Config.withDefault(500)),
   seconds: Config.Number("BENCH_PUSH_SECONDS").pipe(Config.withDefault(30)),
@@ -316,6 +321,18 @@ const runFanOut = (p: Plan, world: World) =>
     return { bursts, pieces }
   })
 
+/** The report with the `before` part (the same-run baseline of the code before the issue) in it. */
+const withBefore = (report: Report, before: PushBefore.BeforeResult): Report => ({
+  ...report,
+  conditions: { ...(report.conditions as object), before: before.conditions },
+  results: { ...(report.results as object), before: before.results },
+  baseline: {
+    ...(report.baseline as object),
+    before: "the fan-out on the code before the issue, its own harness, in the same run (results.before)",
+  },
+  table: { ...report.table, rows: [...report.table.rows, ...before.rows] },
+})
+
 const run = Effect.gen(function* () {
   const server = yield* BenchServer
   const p = yield* plan
@@ -334,7 +351,10 @@ const run = Effect.gen(function* () {
       : { ours: [], compared: [], baselines: [] }
   const lowRates = audience === undefined ? [] : yield* runLowRates(p, { push, service }, audience)
   const fanOut = p.parts.has("fanOut") ? yield* runFanOut(p, { push, service }) : { bursts: [], pieces: undefined }
-  const report = PushReport.report(p, { ...handoffs, lowRates, ...fanOut })
+  const fanOutReport = PushReport.report(p, { ...handoffs, lowRates, ...fanOut })
+  const report = p.parts.has("before")
+    ? withBefore(fanOutReport, yield* PushBefore.measure(p.config.fanOutMembers))
+    : fanOutReport
   if (!p.parts.has("apns")) return report
   const apnsConfig = { pushes: p.config.apnsPushes, inFlight: p.config.concurrency }
   const apnsRuns: Array<PushApns.ApnsRun> = []
@@ -368,6 +388,7 @@ export default {
     BENCH_PUSH_FANOUT_MEMBERS: "200",
     BENCH_PUSH_FANOUT_DRAIN_SECONDS: "60",
     BENCH_PUSH_APNS_PUSHES: "500",
+    BENCH_PUSH_BEFORE_REPEATS: "1",
   },
   run: Effect.gen(function* () {
     const server = yield* BenchServer
