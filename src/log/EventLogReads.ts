@@ -8,6 +8,7 @@
  * where that time is unknown, NULL), except `oldestSeq`, which asks every leaf for its minimum.
  */
 import type { SqlClient, Statement } from "effect/sql"
+import * as EventLogPartitions from "./EventLogPartitions.ts"
 
 /**
  * A join condition that finds the event of `e` whose time is `at` (a `timestamptz` expression,
@@ -50,6 +51,31 @@ export const oldestSeq = (sql: SqlClient.SqlClient) => sql`(SELECT min(seq) FROM
  */
 export const eventAt = (sql: SqlClient.SqlClient, seq: Statement.Fragment, at: Statement.Fragment) =>
   sql`event_log AS e ON e.seq = ${seq} AND ${timeOf(sql, at)}`
+
+/**
+ * `eventAt` over `days` (`EventLogPartitions.daysBetween`'s names; `undefined`: all of `event_log`)
+ * for a statement whose window of event times is known before it runs: a prepared statement over
+ * named days can keep a generic plan, where over `event_log` it is planned each time with its
+ * bounds. A day detached reads as empty; one dropped fails the statement (`undefined_table`,
+ * 42P01), and the caller reads again over `event_log`.
+ */
+export const eventIn = (
+  sql: SqlClient.SqlClient,
+  days: ReadonlyArray<string> | undefined,
+  seq: Statement.Fragment,
+  at: Statement.Fragment,
+) => sql`${EventLogPartitions.source(sql, days, eventColumns)} AS e ON e.seq = ${seq} AND ${timeOf(sql, at)}`
+
+/**
+ * The day partitions that hold every time from `since` to `until`, for `eventIn`, when they are at
+ * most two days (a live reader's window: the last event read, to the clock); `undefined` when the
+ * window is wider or open: the read goes over `event_log`.
+ */
+export const daysOfWindow = (since: Date | null, until: Date | null) =>
+  since === null || until === null ? undefined : EventLogPartitions.daysBetween(since, until, 2)
+
+/** The columns of an event `eventIn` reads from named days. */
+const eventColumns = "seq, space_id, type, epoch, occurred_at, trace_parent, actor, payload"
 
 /**
  * `eventAt` for a time known before the statement runs (`atTime`); an unknown time (a job from

@@ -18,6 +18,7 @@ import * as PermissionGrants from "../../src/authz/PermissionGrants.ts"
 import { Permissions } from "../../src/authz/Permissions.ts"
 import * as DeliveryLog from "../../src/console/data/DeliveryLog.ts"
 import * as StatementRound from "../../src/consumer/StatementRound.ts"
+import * as EventLog from "../../src/log/EventLog.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushConfig from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
@@ -39,6 +40,8 @@ const command = "UPDATE_SNAPSHOTS=1 npx vitest run test/project/SqlSnapshots.tes
 const subscription = "00000000-0000-4000-8000-000000000001"
 const token = "00000000-0000-4000-8000-000000000002"
 const tokenSeen = "00000000-0000-4000-8000-000000000003"
+/** A live drainer's window: from its last event's time to the clock plus a minute, within one day. */
+const liveWindow = { since: new Date("2026-01-01T10:00:00.123Z"), until: new Date("2026-01-01T10:05:00Z") }
 
 const parameter = (value: unknown) =>
   JSON.stringify(value, (_, v) => (typeof v === "bigint" ? v.toString() : v instanceof Date ? v.toISOString() : v))
@@ -142,12 +145,20 @@ const statements = Effect.gen(function* () {
     {
       name: "webhook-drain-record-and-read",
       title:
-        "The drainer's record-and-read: put one 2xx attempt on record, read the next pending deliveries with the default rights, number them.",
+        "The drainer's record-and-read: put one 2xx attempt on record, read the next pending deliveries with the default rights (their events looked up in the window's day partition), number them.",
       source:
-        "src/webhooks/drain/PendingDeliveries.ts (recordAndReadStatement) with src/webhooks/drain/WebhookNumbering.ts",
+        "src/webhooks/drain/PendingDeliveries.ts (recordAndReadStatement) with src/webhooks/drain/WebhookNumbering.ts and src/log/EventLogReads.ts (eventIn)",
       statement: PendingDeliveries.recordAndReadStatement(
         drain,
-        { subscriptionId: subscription, job: 7n, attempt: 1, after: 40n, limit: 4, window: PendingDeliveries.anyTime },
+        {
+          subscriptionId: subscription,
+          job: 7n,
+          attempt: 1,
+          after: 40n,
+          limit: 4,
+          window: liveWindow,
+          days: EventLog.daysOfWindow(liveWindow.since, liveWindow.until),
+        },
         [sent],
         token,
       ),

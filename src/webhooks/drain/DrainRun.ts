@@ -12,6 +12,8 @@
 import { Clock, Effect } from "effect"
 import { webhookDeliver } from "../../authz/Permissions.ts"
 import * as ReadWindow from "../../consumer/ReadWindow.ts"
+import { daysOfWindow } from "../../log/EventLog.ts"
+import { pgFailure } from "../../platform/PgError.ts"
 import { type Drain, nextSize, withSql } from "./Drain.ts"
 import type { News } from "./DrainNews.ts"
 import type { Checked, Run } from "./DrainRunState.ts"
@@ -111,8 +113,15 @@ const recordAndReadNext = (drain: Drain, run: Run, sent: ReadonlyArray<Sent>, af
       after: after.seq,
       limit: asked,
       window,
+      days: daysOfWindow(window.since, window.until),
     }
     const all = yield* recordAndReadStatement(drain, read, sent, inStatement ? token : null).pipe(
+      // A day the read named was dropped meanwhile (retention): the statement wrote nothing, and
+      // reads again over `event_log`.
+      Effect.catchIf(
+        (e) => read.days !== undefined && pgFailure(e).code === "42P01",
+        () => recordAndReadStatement(drain, { ...read, days: undefined }, sent, inStatement ? token : null),
+      ),
       Effect.withSpan("WebhookDrainer.recordAndReadNext", { attributes: { "webhook.deliveries": sent.length } }),
     )
     if (sent.length > 0) {

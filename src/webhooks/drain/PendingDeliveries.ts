@@ -14,7 +14,7 @@
 import { Effect, Metric } from "effect"
 import type { SqlClient } from "effect/sql"
 import * as Jobs from "../../jobs/Jobs.ts"
-import { eventAt } from "../../log/EventLog.ts"
+import { eventIn } from "../../log/EventLog.ts"
 import type * as OutboundSender from "../../outbound/OutboundSender.ts"
 import { column } from "../../platform/SqlArrays.ts"
 import * as OperationalEvents from "../subscriptions/OperationalEvents.ts"
@@ -138,6 +138,8 @@ const pendingCtes = (
     readonly after: bigint
     readonly limit: number
     readonly window: EventWindow
+    /** The window's day partitions, to look the events up in (`EventLog.daysOfWindow`); `undefined`: `event_log`. */
+    readonly days: ReadonlyArray<string> | undefined
   },
 ) => drain.sql`
   pending AS MATERIALIZED (
@@ -162,7 +164,7 @@ const pendingCtes = (
       WHERE subscription_id = w.subscription_id AND state = 'pending' AND event_seq > ${read.after}
       ORDER BY event_seq LIMIT ${read.limit}
     ) AS d
-    LEFT JOIN ${eventAt(drain.sql, drain.sql`d.event_seq`, drain.sql`d.event_at`)}
+    LEFT JOIN ${eventIn(drain.sql, read.days, drain.sql`d.event_seq`, drain.sql`d.event_at`)}
       AND e.occurred_at >= coalesce(${read.window.since}::timestamptz, '-infinity')
       AND e.occurred_at <= coalesce(${read.window.until}::timestamptz, 'infinity')
     WHERE w.subscription_id = ${read.subscriptionId}::uuid AND w.job_id = ${read.job}
