@@ -35,6 +35,8 @@ export interface Tree {
   readonly label: string
   readonly root: string
   readonly commit: string
+  /** This checkout only: its src/ or migrations/ differ from `commit` (what ran is not that commit alone). */
+  readonly changed?: boolean
 }
 
 /** What a run's results file holds that a comparison reads. */
@@ -116,7 +118,7 @@ export const oursAndBefore = (ref: string, variable: string) =>
   Effect.map(
     SourceTree.checkout(ref, variable, { whole: true }),
     (before): ReadonlyArray<Tree & { readonly label: "ours" | "before" }> => [
-      { label: "ours", root: SourceTree.here, commit: SourceTree.describeHere().commit },
+      { label: "ours", root: SourceTree.here, ...SourceTree.describeHere() },
       { label: "before", root: before.root, commit: before.commit },
     ],
   )

@@ -88,7 +88,7 @@ export const measure = (fanOutMembers: number) =>
       conditions: {
         fanOutMembers,
         repeats: config.repeats,
-        trees: trees.map((t) => ({ label: t.label, commit: t.commit })),
+        trees: trees.map((t) => ({ label: t.label, commit: t.commit, changed: t.changed ?? false })),
         run: "each run a fresh child process (bench/run.ts push, BENCH_PUSH_PARTS=fanOut, BENCH_REPEATS=1: one run with the token reused and one signing each request) with an embedded server of its own, the trees in rotating order",
       },
       rows: [

@@ -136,7 +136,7 @@ export const measure = (sizes: ChildSizes) =>
       conditions: {
         ...sizes,
         repeats: config.repeats,
-        trees: trees.map((t) => ({ label: t.label, commit: t.commit })),
+        trees: trees.map((t) => ({ label: t.label, commit: t.commit, changed: t.changed ?? false })),
         pgSettings: preloadSettings,
         run: "each run a fresh child process (bench/run.ts webhooks, BENCH_WEBHOOK_PARTS=statements) with an embedded server of its own, the trees in rotating order",
         counted:
