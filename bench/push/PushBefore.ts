@@ -1,9 +1,13 @@
 /**
- * The fan-out on this code and on the code before the push-at-scale issue, in the same run: the
- * `fanOut` part (one event to BENCH_PUSH_FANOUT_MEMBERS registrations, the VAPID token reused and
- * signed for each request) run by each tree's own benchmark in a fresh child process
- * (`TreeBench`), in rotating order, BENCH_PUSH_BEFORE_REPEATS times each: pushes/s and CPU per push
- * (sender and PostgreSQL) with the token reused.
+ * The push figures on this code and on the code before the push-at-scale issue, in the same run,
+ * each part run by each tree's own benchmark in a fresh child process (`TreeBench`), in rotating
+ * order, BENCH_PUSH_BEFORE_REPEATS times each (BENCH_PUSH_BEFORE_PARTS says which):
+ *
+ *   fanOut:   one event to BENCH_PUSH_FANOUT_MEMBERS registrations: pushes/s and CPU per push
+ *             (sender and PostgreSQL) with the VAPID token reused, and pushes/s signing each
+ *   handoff:  BENCH_PUSH_BEFORE_HANDOFF_RATE events/s x BENCH_PUSH_MEMBERS registrations for
+ *             BENCH_PUSH_SECONDS: (a) commit to job claimable p95, (b) commit to message p95,
+ *             whether the backlog stayed flat and the producer held its rate
  *
  * The earlier tree is BENCH_PUSH_BEFORE_REF: 0892b04, the last commit of main before the issue's
  * changes (one job row per registration and event, `web-push` building each request, HTTP/1.1).
@@ -16,7 +20,17 @@ import * as TreeBench from "../harness/TreeBench.ts"
 export const settings = Config.all({
   repeats: Config.Int("BENCH_PUSH_BEFORE_REPEATS").pipe(Config.withDefault(3)),
   ref: Config.String("BENCH_PUSH_BEFORE_REF").pipe(Config.withDefault("0892b04")),
+  parts: Config.String("BENCH_PUSH_BEFORE_PARTS").pipe(Config.withDefault("fanOut,handoff")),
+  handoffRate: Config.Number("BENCH_PUSH_BEFORE_HANDOFF_RATE").pipe(Config.withDefault(200)),
 })
+
+/** The sizes the children run at, from the parent's settings (smoke sizes included). */
+export interface ChildSizes {
+  readonly fanOutMembers: number
+  readonly members: number
+  readonly seconds: number
+  readonly warmupSeconds: number
+}
 
 /** The medians a tree's fan-out part reports for one arm (reused token, or signEach). */
 interface ArmMedian {
@@ -34,7 +48,32 @@ export interface BeforeRun {
   readonly signEachPushesPerSecond: number
 }
 
+/** One child's handoff figures. */
+export interface HandoffRun {
+  readonly claimableP95Ms: number
+  readonly arrivedP95Ms: number
+  readonly flat: boolean
+  readonly rateHeld: boolean
+}
+
 const round3 = (n: number) => Math.round(n * 1000) / 1000
+
+const handoffOf = (r: TreeBench.TreeResults): HandoffRun => {
+  const h = r.results.handoff as {
+    readonly median: {
+      readonly jobClaimableMs: { readonly p95: number }
+      readonly arrivedMs: { readonly p95: number }
+    }
+    readonly flatRuns: number
+    readonly rateHeldRuns: number
+  }
+  return {
+    claimableP95Ms: h.median.jobClaimableMs.p95,
+    arrivedP95Ms: h.median.arrivedMs.p95,
+    flat: h.flatRuns > 0,
+    rateHeld: h.rateHeldRuns > 0,
+  }
+}
 
 const runOf = (r: TreeBench.TreeResults): BeforeRun => {
   const median = (r.results.fanOut as { readonly median: Record<"reused" | "signEach", ArmMedian> }).median
@@ -60,43 +99,99 @@ const mediansOf = (runs: ReadonlyArray<BeforeRun>): BeforeRun => {
 
 const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : "n/a")
 
-/** Both trees' runs, their medians and the table's rows (no target of its own: the fan-out part has them). */
-export const measure = (fanOutMembers: number) =>
-  Effect.gen(function* () {
-    const config = yield* settings
-    yield* Console.log(
-      `before: the fan-out to ${fanOutMembers} on this tree and on ${config.ref}, ${config.repeats} repeats each`,
-    )
-    const trees = yield* TreeBench.oursAndBefore(config.ref, "BENCH_PUSH_BEFORE_REF")
-    const env = { BENCH_PUSH_PARTS: "fanOut", BENCH_REPEATS: "1", BENCH_PUSH_FANOUT_MEMBERS: String(fanOutMembers) }
-    const runs = yield* TreeBench.compare(trees, "push", env, config.repeats)
-    const ours = runs.ours.map(runOf)
-    const before = runs.before.map(runOf)
-    const o = mediansOf(ours)
-    const b = mediansOf(before)
-    const row = (measure: string, unit: string, pick: (r: BeforeRun) => number, digits: number) => [
+type Row = ReadonlyArray<string>
+
+/** The rows comparing `ours` and `before` by `pick`: every run, the medians and their ratio. */
+const rowsOf =
+  <A>(ours: ReadonlyArray<A>, before: ReadonlyArray<A>) =>
+  (measure: string, unit: string, pick: (r: A) => number, digits: number): Row => {
+    const median = (runs: ReadonlyArray<A>) => Throughput.median(runs.map(pick))
+    const o = median(ours)
+    const b = median(before)
+    return [
       measure,
       `fresh process per run; ours ${ours.map((r) => fixed(pick(r), digits)).join(", ")}; before ${before.map((r) => fixed(pick(r), digits)).join(", ")}`,
       unit,
-      fixed(pick(o), digits),
-      fixed(pick(b), digits),
-      pick(b) > 0 ? fixed(pick(o) / pick(b), 2) : "n/a",
+      fixed(o, digits),
+      fixed(b, digits),
+      b > 0 ? fixed(o / b, 2) : "n/a",
       "",
     ]
+  }
+
+/** Both trees' runs of each part asked, their medians and the table's rows (no targets: the other parts have them). */
+export const measure = (sizes: ChildSizes) =>
+  Effect.gen(function* () {
+    const config = yield* settings
+    const parts = new Set(config.parts.split(",").map((p) => p.trim()))
+    yield* Console.log(
+      `before: ${[...parts].join(", ")} on this tree and on ${config.ref}, ${config.repeats} repeats each`,
+    )
+    const trees = yield* TreeBench.oursAndBefore(config.ref, "BENCH_PUSH_BEFORE_REF")
+    const fanOut = parts.has("fanOut")
+      ? yield* TreeBench.compare(
+          trees,
+          "push",
+          { BENCH_PUSH_PARTS: "fanOut", BENCH_REPEATS: "1", BENCH_PUSH_FANOUT_MEMBERS: String(sizes.fanOutMembers) },
+          config.repeats,
+        )
+      : undefined
+    const handoff = parts.has("handoff")
+      ? yield* TreeBench.compare(
+          trees,
+          "push",
+          {
+            BENCH_PUSH_PARTS: "handoff",
+            BENCH_REPEATS: "1",
+            BENCH_PUSH_RATE: String(config.handoffRate),
+            BENCH_PUSH_MEMBERS: String(sizes.members),
+            BENCH_PUSH_SECONDS: String(sizes.seconds),
+            BENCH_PUSH_WARMUP_SECONDS: String(sizes.warmupSeconds),
+            BENCH_PUSH_BASELINE: "false",
+            BENCH_PUSH_COMPARE_COOLDOWN: "none",
+          },
+          config.repeats,
+        )
+      : undefined
+    const fanOutRuns = fanOut && { ours: fanOut.ours.map(runOf), before: fanOut.before.map(runOf) }
+    const handoffRuns = handoff && { ours: handoff.ours.map(handoffOf), before: handoff.before.map(handoffOf) }
+    const fanOutRow = fanOutRuns && rowsOf(fanOutRuns.ours, fanOutRuns.before)
+    const handoffRow = handoffRuns && rowsOf(handoffRuns.ours, handoffRuns.before)
+    const at = `${config.handoffRate}/s x ${sizes.members}`
     return {
-      results: { ours, before, medians: { ours: o, before: b } },
+      results: {
+        fanOut: fanOutRuns && {
+          ...fanOutRuns,
+          medians: { ours: mediansOf(fanOutRuns.ours), before: mediansOf(fanOutRuns.before) },
+        },
+        handoff: handoffRuns && { rate: config.handoffRate, ...handoffRuns },
+      },
       conditions: {
-        fanOutMembers,
+        ...sizes,
+        parts: [...parts],
+        handoffRate: config.handoffRate,
         repeats: config.repeats,
         trees: trees.map((t) => ({ label: t.label, commit: t.commit, changed: t.changed ?? false })),
-        run: "each run a fresh child process (bench/run.ts push, BENCH_PUSH_PARTS=fanOut, BENCH_REPEATS=1: one run with the token reused and one signing each request) with an embedded server of its own, the trees in rotating order",
+        run: "each run a fresh child process (bench/run.ts push, BENCH_PUSH_PARTS=fanOut or handoff, BENCH_REPEATS=1; the fan-out runs once with the token reused and once signing each request; the handoff without its consumer baseline) with an embedded server of its own, the trees in rotating order",
       },
       rows: [
-        row("before: fan-out, reused token", "pushes/s", (r) => r.pushesPerSecond, 1),
-        row("before: CPU per push, sender + PostgreSQL", "ms", (r) => r.cpuMsPerPush, 3),
-        row("before:   sender", "ms", (r) => r.senderMsPerPush, 3),
-        row("before:   PostgreSQL", "ms", (r) => r.serverMsPerPush, 3),
-        row("before: fan-out, signEach", "pushes/s", (r) => r.signEachPushesPerSecond, 1),
+        ...(fanOutRow === undefined
+          ? []
+          : [
+              fanOutRow("before: fan-out, reused token", "pushes/s", (r) => r.pushesPerSecond, 1),
+              fanOutRow("before: CPU per push, sender + PostgreSQL", "ms", (r) => r.cpuMsPerPush, 3),
+              fanOutRow("before:   sender", "ms", (r) => r.senderMsPerPush, 3),
+              fanOutRow("before:   PostgreSQL", "ms", (r) => r.serverMsPerPush, 3),
+              fanOutRow("before: fan-out, signEach", "pushes/s", (r) => r.signEachPushesPerSecond, 1),
+            ]),
+        ...(handoffRow === undefined
+          ? []
+          : [
+              handoffRow(`before: (a) commit to claimable p95, ${at}`, "ms", (r) => r.claimableP95Ms, 1),
+              handoffRow(`before: (b) commit to received p95, ${at}`, "ms", (r) => r.arrivedP95Ms, 1),
+              handoffRow(`before: backlog flat, ${at}`, "runs", (r) => (r.flat ? 1 : 0), 0),
+              handoffRow(`before: producer held its rate, ${at}`, "runs", (r) => (r.rateHeld ? 1 : 0), 0),
+            ]),
       ],
     }
   }).pipe(Effect.scoped)

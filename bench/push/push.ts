@@ -21,9 +21,10 @@
  *      and the CPU per push with the VAPID token reused against signing each request, alternating
  *      within each repeat (target: sender and server together <= 0.4 ms a push); plus the two CPU
  *      costs apart (sign a token, build a request).
- *   3. Before (`PushBefore.ts`): the fan-out again, on this tree and on the code before the
- *      push-at-scale issue (BENCH_PUSH_BEFORE_REF), each run in a child process of its tree, in
- *      rotating order: the same-run baseline of pushes/s and CPU per push.
+ *   3. Before (`PushBefore.ts`): the fan-out and the handoff at 200 events/s again, on this tree and
+ *      on the code before the push-at-scale issue (BENCH_PUSH_BEFORE_REF), each run in a child
+ *      process of its tree, in rotating order: the same-run baseline of pushes/s, CPU per push,
+ *      (a) and (b).
  *   4. APNs (`PushApns.ts`): BENCH_PUSH_APNS_PUSHES pushes through the native sender core over one
  *      HTTP/2 connection to an APNs fake on its own thread (`BenchApnsService`): pushes/s and the
  *      sender's CPU per push, the provider token reused against signed for each request.
@@ -353,7 +354,15 @@ const run = Effect.gen(function* () {
   const fanOut = p.parts.has("fanOut") ? yield* runFanOut(p, { push, service }) : { bursts: [], pieces: undefined }
   const fanOutReport = PushReport.report(p, { ...handoffs, lowRates, ...fanOut })
   const report = p.parts.has("before")
-    ? withBefore(fanOutReport, yield* PushBefore.measure(p.config.fanOutMembers))
+    ? withBefore(
+        fanOutReport,
+        yield* PushBefore.measure({
+          fanOutMembers: p.config.fanOutMembers,
+          members: p.config.members,
+          seconds: p.config.seconds,
+          warmupSeconds: p.config.warmupSeconds,
+        }),
+      )
     : fanOutReport
   if (!p.parts.has("apns")) return report
   const apnsConfig = { pushes: p.config.apnsPushes, inFlight: p.config.concurrency }
@@ -389,6 +398,7 @@ export default {
     BENCH_PUSH_FANOUT_DRAIN_SECONDS: "60",
     BENCH_PUSH_APNS_PUSHES: "500",
     BENCH_PUSH_BEFORE_REPEATS: "1",
+    BENCH_PUSH_BEFORE_HANDOFF_RATE: "20",
   },
   run: Effect.gen(function* () {
     const server = yield* BenchServer
