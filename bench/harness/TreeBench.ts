@@ -19,6 +19,7 @@ import { join } from "node:path"
 import { Console, Effect, Schema } from "effect"
 import * as Rotation from "./Rotation.ts"
 import * as SourceTree from "./SourceTree.ts"
+import * as Throughput from "./Throughput.ts"
 
 export class TreeBenchFailed extends Schema.TaggedError<TreeBenchFailed>()("TreeBenchFailed", {
   label: Schema.String,
@@ -122,3 +123,35 @@ export const oursAndBefore = (ref: string, variable: string) =>
       { label: "before", root: before.root, commit: before.commit },
     ],
   )
+
+const round3 = (n: number) => Math.round(n * 1000) / 1000
+
+/** The median over `runs` of each figure named in `keys`, to three decimals. */
+export const medians = <A, K extends keyof A>(runs: ReadonlyArray<A>, keys: ReadonlyArray<K>) =>
+  Object.fromEntries(keys.map((k) => [k, round3(Throughput.median(runs.map((r) => Number(r[k]))))])) as Record<
+    K,
+    number
+  >
+
+const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : "n/a")
+
+/**
+ * A table row (measure, case, unit, value, baseline, value/baseline, target) comparing the runs
+ * of this tree and of the one before by `pick`: every run of each, then the medians and their ratio.
+ */
+export const comparisonRow =
+  <A>(ours: ReadonlyArray<A>, before: ReadonlyArray<A>) =>
+  (measure: string, unit: string, pick: (r: A) => number, digits: number, target = ""): ReadonlyArray<string> => {
+    const o = Throughput.median(ours.map(pick))
+    const b = Throughput.median(before.map(pick))
+    const each = (runs: ReadonlyArray<A>) => runs.map((r) => fixed(pick(r), digits)).join(", ")
+    return [
+      measure,
+      `fresh process per run; ours ${each(ours)}; before ${each(before)}`,
+      unit,
+      fixed(o, digits),
+      fixed(b, digits),
+      b > 0 ? fixed(o / b, 2) : "n/a",
+      target,
+    ]
+  }

@@ -14,7 +14,6 @@
  * Its fan-out part measures what ours does, by the same definitions (`PushBurst`'s CPU note).
  */
 import { Config, Console, Effect } from "effect"
-import * as Throughput from "../harness/Throughput.ts"
 import * as TreeBench from "../harness/TreeBench.ts"
 
 export const settings = Config.all({
@@ -86,38 +85,13 @@ const runOf = (r: TreeBench.TreeResults): BeforeRun => {
   }
 }
 
-const mediansOf = (runs: ReadonlyArray<BeforeRun>): BeforeRun => {
-  const m = (f: (r: BeforeRun) => number) => round3(Throughput.median(runs.map(f)))
-  return {
-    pushesPerSecond: m((r) => r.pushesPerSecond),
-    senderMsPerPush: m((r) => r.senderMsPerPush),
-    serverMsPerPush: m((r) => r.serverMsPerPush),
-    cpuMsPerPush: m((r) => r.cpuMsPerPush),
-    signEachPushesPerSecond: m((r) => r.signEachPushesPerSecond),
-  }
-}
-
-const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : "n/a")
-
-type Row = ReadonlyArray<string>
-
-/** The rows comparing `ours` and `before` by `pick`: every run, the medians and their ratio. */
-const rowsOf =
-  <A>(ours: ReadonlyArray<A>, before: ReadonlyArray<A>) =>
-  (measure: string, unit: string, pick: (r: A) => number, digits: number): Row => {
-    const median = (runs: ReadonlyArray<A>) => Throughput.median(runs.map(pick))
-    const o = median(ours)
-    const b = median(before)
-    return [
-      measure,
-      `fresh process per run; ours ${ours.map((r) => fixed(pick(r), digits)).join(", ")}; before ${before.map((r) => fixed(pick(r), digits)).join(", ")}`,
-      unit,
-      fixed(o, digits),
-      fixed(b, digits),
-      b > 0 ? fixed(o / b, 2) : "n/a",
-      "",
-    ]
-  }
+const figures = [
+  "pushesPerSecond",
+  "senderMsPerPush",
+  "serverMsPerPush",
+  "cpuMsPerPush",
+  "signEachPushesPerSecond",
+] as const satisfies ReadonlyArray<keyof BeforeRun>
 
 /** Both trees' runs of each part asked, their medians and the table's rows (no targets: the other parts have them). */
 export const measure = (sizes: ChildSizes) =>
@@ -155,14 +129,17 @@ export const measure = (sizes: ChildSizes) =>
       : undefined
     const fanOutRuns = fanOut && { ours: fanOut.ours.map(runOf), before: fanOut.before.map(runOf) }
     const handoffRuns = handoff && { ours: handoff.ours.map(handoffOf), before: handoff.before.map(handoffOf) }
-    const fanOutRow = fanOutRuns && rowsOf(fanOutRuns.ours, fanOutRuns.before)
-    const handoffRow = handoffRuns && rowsOf(handoffRuns.ours, handoffRuns.before)
+    const fanOutRow = fanOutRuns && TreeBench.comparisonRow(fanOutRuns.ours, fanOutRuns.before)
+    const handoffRow = handoffRuns && TreeBench.comparisonRow(handoffRuns.ours, handoffRuns.before)
     const at = `${config.handoffRate}/s x ${sizes.members}`
     return {
       results: {
         fanOut: fanOutRuns && {
           ...fanOutRuns,
-          medians: { ours: mediansOf(fanOutRuns.ours), before: mediansOf(fanOutRuns.before) },
+          medians: {
+            ours: TreeBench.medians(fanOutRuns.ours, figures),
+            before: TreeBench.medians(fanOutRuns.before, figures),
+          },
         },
         handoff: handoffRuns && { rate: config.handoffRate, ...handoffRuns },
       },

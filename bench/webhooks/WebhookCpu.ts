@@ -13,7 +13,6 @@
  */
 import { Config, Console, Effect } from "effect"
 import type { Target } from "../harness/Report.ts"
-import * as Throughput from "../harness/Throughput.ts"
 import * as TreeBench from "../harness/TreeBench.ts"
 import type * as WebhookStatements from "./WebhookStatements.ts"
 import { preloadSettings } from "./WebhookStatements.ts"
@@ -82,19 +81,14 @@ const cpuRun = (results: TreeBench.TreeResults): CpuRun => {
   }
 }
 
-const medians = (runs: ReadonlyArray<CpuRun>): Figures => {
-  const m = (f: (r: CpuRun) => number) => round3(Throughput.median(runs.map(f)))
-  return {
-    workerMs: m((r) => r.workerMs),
-    backendsMs: m((r) => r.backendsMs),
-    totalMs: m((r) => r.totalMs),
-    p95Ms: m((r) => r.p95Ms),
-    planMsPerDelivery: m((r) => r.planMsPerDelivery),
-    execMsPerDelivery: m((r) => r.execMsPerDelivery),
-  }
-}
-
-const fixed = (n: number, digits: number) => (Number.isFinite(n) ? n.toFixed(digits) : "n/a")
+const figures = [
+  "workerMs",
+  "backendsMs",
+  "totalMs",
+  "p95Ms",
+  "planMsPerDelivery",
+  "execMsPerDelivery",
+] as const satisfies ReadonlyArray<keyof Figures>
 
 /** The part: both trees' runs, their medians, the targets on ours and the table's rows. */
 export const measure = (sizes: ChildSizes) =>
@@ -107,18 +101,9 @@ export const measure = (sizes: ChildSizes) =>
     const runs = yield* TreeBench.compare(trees, "webhooks", childEnv(sizes), config.repeats)
     const ours = runs.ours.map(cpuRun)
     const before = runs.before.map(cpuRun)
-    const o = medians(ours)
-    const b = medians(before)
-    const ratio = (x: number, y: number) => (y > 0 ? fixed(x / y, 2) : "n/a")
-    const row = (measure: string, unit: string, pick: (m: Figures) => number, digits: number, target = "") => [
-      measure,
-      `${ours.length} runs: ${ours.map((r) => fixed(pick(r), digits)).join(", ")}`,
-      unit,
-      fixed(pick(o), digits),
-      fixed(pick(b), digits),
-      ratio(pick(o), pick(b)),
-      target,
-    ]
+    const o = TreeBench.medians(ours, figures)
+    const b = TreeBench.medians(before, figures)
+    const row = TreeBench.comparisonRow(ours, before)
     const targets: ReadonlyArray<Target> = [
       {
         name: "cpu: CPU per delivery, worker + backends (ms)",
