@@ -96,15 +96,15 @@ interface Row {
 const columnsOf = (payload: boolean | undefined) =>
   `seq, space_id, type, epoch, occurred_at, trace_parent, actor${payload === true ? ", payload" : ""}`
 
-/** The most days of partitions a round names in its read; a wider window reads `event_log`. */
-const mostDays = 2
-
-/** The day partitions a round with `window` names in its read; `undefined`: it reads `event_log`. */
+/**
+ * The day partitions a round with `window` names in its read (`EventLog.daysOfWindow`: at most two
+ * days, as the drainer's read names them); `undefined`: it reads `event_log`.
+ */
 export const namedDays = (window: ReadWindow.Window | undefined) =>
-  window?.since == null ? undefined : EventLogPartitions.daysBetween(window.since, window.until, mostDays)
+  window === undefined ? undefined : EventLog.daysOfWindow(window.since, window.until)
 
 /**
- * Where the read reads: the window's day partitions when it covers at most `mostDays`, else
+ * Where the read reads: the window's day partitions when it covers at most two days, else
  * `event_log`. Over `event_log`, PostgreSQL either plans the round afresh every time (1.83 to
  * 1.89 ms a round at 361 and 1,033 leaves, `npm run bench -- retention`'s data) or runs a generic
  * plan, which prunes by the window's parameters only after locking and setting up every leaf.
