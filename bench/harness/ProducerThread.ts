@@ -9,13 +9,15 @@
  *   thread ──ProducerOutput──> main: when each append returned, how long it took, how late it started
  *
  * Times cross as absolute milliseconds (`performance.timeOrigin + performance.now()`): each thread
- * has its own time origin.
+ * has its own time origin. The thread keeps its pool open until the scope ends, so that its
+ * backends can be found in `pg_stat_activity` after the run and left out of the worker's count.
  */
 import { parentPort, Worker, workerData } from "node:worker_threads"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { EventLog } from "../../src/log/EventLog.ts"
 import { pgClientConfig } from "./BenchServer.ts"
+import * as ThreadMessage from "./ThreadMessage.ts"
 import * as Throughput from "./Throughput.ts"
 import { eventAt } from "./WebhookSample.ts"
 
@@ -88,22 +90,21 @@ export const connectionOf = (server: Parameters<typeof pgClientConfig>[0]) => {
 export const run = (input: ProducerInput) =>
   Effect.acquireRelease(
     Effect.sync(() => new Worker(new URL(import.meta.url), { workerData: input })),
-    (worker) => Effect.promise(() => worker.terminate()),
+    (worker) =>
+      Effect.promise(async () => {
+        // Its pool closes cleanly first; a thread that does not answer is stopped anyway.
+        const closed = new Promise((resolve) => {
+          worker.once("message", resolve)
+          worker.once("exit", resolve)
+          setTimeout(resolve, 5_000).unref()
+        })
+        worker.postMessage("close")
+        await closed
+        await worker.terminate()
+      }),
   ).pipe(
     Effect.flatMap((worker) => {
-      const message = <A>() =>
-        Effect.callback<A, Error>((resume) => {
-          const onMessage = (m: A) => {
-            worker.off("error", onError)
-            resume(Effect.succeed(m))
-          }
-          const onError = (e: Error) => {
-            worker.off("message", onMessage)
-            resume(Effect.fail(e))
-          }
-          worker.once("message", onMessage)
-          worker.once("error", onError)
-        })
+      const message = <A>() => ThreadMessage.next<A>(worker)
       return Effect.succeed({
         ready: message<"ready">(),
         /** Starts at `t0` (this thread's `performance.now()`); the output's times are converted to it. */
@@ -146,6 +147,14 @@ if (parentPort !== null && workerData !== null && typeof workerData === "object"
     const cpu = process.threadCpuUsage(cpu0)
     const committedAt = out.committedAt.map((at) => at + performance.timeOrigin)
     port.postMessage({ ...out, committedAt, cpuMicros: cpu.user + cpu.system } satisfies ProducerOutput)
+    yield* Effect.callback<void>((resume) => {
+      port.once("message", () => resume(Effect.void))
+    })
   })
-  Effect.runFork(program.pipe(Effect.provide(EventLog.layer.pipe(Layer.provide(pool)))))
+  Effect.runFork(
+    program.pipe(
+      Effect.provide(EventLog.layer.pipe(Layer.provide(pool))),
+      Effect.ensuring(Effect.sync(() => port.postMessage("closed"))),
+    ),
+  )
 }

@@ -14,7 +14,7 @@
  */
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
-import { readFileSync, rmSync } from "node:fs"
+import { copyFileSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { Console, Effect, Schema } from "effect"
 import * as Rotation from "./Rotation.ts"
@@ -114,14 +114,21 @@ export const compare = <L extends string>(
       }),
   )
 
-/** This checkout and the earlier tree at `ref` (extracted whole for the scope), labelled "ours" and "before". */
-export const oursAndBefore = (ref: string, variable: string) =>
+/**
+ * This checkout and the earlier tree at `ref` (extracted whole for the scope), labelled "ours" and
+ * "before". `harness` names files (from the root) copied from this checkout over the earlier
+ * tree's: measuring code fixed since, so that both trees are counted the same way.
+ */
+export const oursAndBefore = (ref: string, variable: string, harness: ReadonlyArray<string> = []) =>
   Effect.map(
     SourceTree.checkout(ref, variable, { whole: true }),
-    (before): ReadonlyArray<Tree & { readonly label: "ours" | "before" }> => [
-      { label: "ours", root: SourceTree.here, ...SourceTree.describeHere() },
-      { label: "before", root: before.root, commit: before.commit },
-    ],
+    (before): ReadonlyArray<Tree & { readonly label: "ours" | "before" }> => {
+      for (const file of harness) copyFileSync(join(SourceTree.here, file), join(before.root, file))
+      return [
+        { label: "ours", root: SourceTree.here, ...SourceTree.describeHere() },
+        { label: "before", root: before.root, commit: before.commit },
+      ]
+    },
   )
 
 const round3 = (n: number) => Math.round(n * 1000) / 1000

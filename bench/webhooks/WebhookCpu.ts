@@ -9,7 +9,9 @@
  *
  * The earlier tree is BENCH_WEBHOOK_CPU_BASELINE_REF: d9fe02b, whose src/ is that of 4fe565e (the
  * last commit before the issue's first change to src/) and whose bench already has the
- * `statements` part, so both trees measure with the same harness.
+ * `statements` part. The end-to-end harness files of this checkout (`harness`) replace its own:
+ * they keep the receiver on a thread of its own and the producer's backends findable, so both
+ * trees leave the same things out of the count.
  */
 import { Config, Console, Effect } from "effect"
 import type { Target } from "../harness/Report.ts"
@@ -21,6 +23,16 @@ export const settings = Config.all({
   repeats: Config.Int("BENCH_WEBHOOK_CPU_REPEATS").pipe(Config.withDefault(3)),
   baselineRef: Config.String("BENCH_WEBHOOK_CPU_BASELINE_REF").pipe(Config.withDefault("d9fe02b")),
 })
+
+/** This checkout's measuring code, run by the earlier tree too: what the worker's count leaves out. */
+export const harness = [
+  "bench/harness/CpuProfile.ts",
+  "bench/harness/ProducerThread.ts",
+  "bench/harness/ReceiverThread.ts",
+  "bench/harness/ThreadMessage.ts",
+  "bench/webhooks/WebhookEndToEnd.ts",
+  "bench/webhooks/WebhookStatements.ts",
+] as const
 
 /** The issue's targets: worker and backends together per delivery, and the end-to-end p95. */
 export const cpuTarget = 0.6
@@ -97,7 +109,7 @@ export const measure = (sizes: ChildSizes) =>
     yield* Console.log(
       `cpu: statements part on this tree and on ${config.baselineRef}, ${config.repeats} repeats each, ${sizes.rate} events/s, ${sizes.leafDays} days of leaves`,
     )
-    const trees = yield* TreeBench.oursAndBefore(config.baselineRef, "BENCH_WEBHOOK_CPU_BASELINE_REF")
+    const trees = yield* TreeBench.oursAndBefore(config.baselineRef, "BENCH_WEBHOOK_CPU_BASELINE_REF", harness)
     const runs = yield* TreeBench.compare(trees, "webhooks", childEnv(sizes), config.repeats)
     const ours = runs.ours.map(cpuRun)
     const before = runs.before.map(cpuRun)
@@ -124,8 +136,9 @@ export const measure = (sizes: ChildSizes) =>
         trees: trees.map((t) => ({ label: t.label, commit: t.commit, changed: t.changed ?? false })),
         pgSettings: preloadSettings,
         run: "each run a fresh child process (bench/run.ts webhooks, BENCH_WEBHOOK_PARTS=statements) with an embedded server of its own, the trees in rotating order",
+        harness: `the earlier tree runs with this checkout's ${harness.join(", ")}`,
         counted:
-          "worker = the process less the producer's thread (its in-process receiver is counted in); backends = the server less the producer's backends",
+          "worker = the process less the producer's and the receiver's threads; backends = the server less the producer's backends (its pool is kept open until they are counted)",
       },
       targets,
       rows: [

@@ -7,7 +7,7 @@
  *   worker side:     WebhookFanOut.layer (round: deliveries + a drain job per subscription
  *                    without a live drainer) ─> JobWorker (queue webhooks, WebhookDrainer kind:
  *                    acquire the slot, then take, sign, POST, record per delivery) ─> WebhookReceiver
- *   receiver:        request for event i (payload.i in the envelope's data) ──> arrivedAt[i]
+ *   receiver thread: request for event i (payload.i in the envelope's data) ──> arrivedAt[i]
  *   sampler:         every second, pending deliveries and event_log head − webhooks cursor
  *
  * `S` subscriptions, subscription k covering the one space `bench-k` with no type filter, each with
@@ -17,11 +17,12 @@
  *
  * The producer is open-loop, as in `Handoff.ts`: each append is forked at its due time (t₀ + i/rate)
  * without waiting for the previous one, so a slow delivery path cannot thin out the load. All
- * stamps are `performance.now()` in this one process; `DeliveryTrace` splits each event's latency
+ * stamps are `performance.now()` of the main thread (the threads' converted to it); `DeliveryTrace` splits each event's latency
  * into phases from the spans the consumer and worker already make.
  *
- * Producer, worker side, receiver and PostgreSQL share the machine (and the first three one Node
- * event loop), as a small deployment would.
+ * Producer, worker side, receiver and PostgreSQL share the machine, as a small deployment would;
+ * the producer (`ProducerThread`, with `producerThread`) and the receiver (`ReceiverThread`) each
+ * run on a thread of their own, so that the worker side's CPU can be counted without them.
  */
 import { Context, Duration, Effect, Fiber, Layer, Metric, Option, Redacted } from "effect"
 import { SqlClient } from "effect/sql"
@@ -38,7 +39,6 @@ import * as WebhookDrainer from "../../src/webhooks/drain/WebhookDrainer.ts"
 import { WebhookSubscriptions } from "../../src/webhooks/subscriptions/WebhookSubscriptions.ts"
 import { WebhookConfig, type WebhookSettings } from "../../src/webhooks/WebhookConfig.ts"
 import * as WebhookFanOut from "../../src/webhooks/WebhookFanOut.ts"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import { everySecond, series } from "../harness/BacklogTrend.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
 import * as Conditions from "../harness/Conditions.ts"
@@ -47,6 +47,7 @@ import * as CpuUsage from "../harness/CpuUsage.ts"
 import * as DeliveryTrace from "../harness/DeliveryTrace.ts"
 import { type Distribution, distribution } from "../harness/Distribution.ts"
 import * as ProducerThread from "../harness/ProducerThread.ts"
+import * as ReceiverThread from "../harness/ReceiverThread.ts"
 import * as Throughput from "../harness/Throughput.ts"
 import { owner, spaceOf } from "../harness/WebhookSample.ts"
 import type * as TelemetrySink from "./TelemetrySink.ts"
@@ -86,6 +87,8 @@ export interface EndToEndConfig {
    * Either arm has no breakdown (no recorder).
    */
   readonly telemetry?: TelemetryArm
+  /** Runs as the production window opens, after the set-up: a counter reset, say. */
+  readonly atProductionStart?: Effect.Effect<void, never, SqlClient.SqlClient>
 }
 
 export type TelemetryArm =
@@ -125,47 +128,11 @@ const resetSlate = Effect.gen(function* () {
   yield* sql.unsafe("CHECKPOINT")
 })
 
-/** What the receiver saw, by event index: first arrivals, and what was a duplicate, out of order or not ours. */
-const tally = (total: number) => {
-  const t = {
-    arrivedAt: new Float64Array(total).fill(Number.NaN),
-    received: 0,
-    duplicates: 0,
-    outOfOrder: 0,
-    unexpected: 0,
-  }
-  const lastSequence = new Map<string, number>()
-  const onRequest = ({ path, body, arrivedAt: at }: WebhookReceiver.Request) => {
-    let envelope: { readonly sequence: number; readonly data: { readonly i: number } }
-    try {
-      envelope = JSON.parse(body)
-    } catch {
-      t.unexpected++
-      return
-    }
-    const i = envelope.data?.i
-    if (typeof i !== "number" || i < 0 || i >= total) {
-      t.unexpected++
-      return
-    }
-    if (!Number.isNaN(t.arrivedAt[i]!)) {
-      t.duplicates++
-      return
-    }
-    t.arrivedAt[i] = at
-    t.received++
-    if ((lastSequence.get(path) ?? 0) >= envelope.sequence) t.outOfOrder++
-    lastSequence.set(path, envelope.sequence)
-  }
-  return { tally: t, onRequest }
-}
-type Tally = ReturnType<typeof tally>["tally"]
+type Tally = ReceiverThread.Tally
+type Receiver = Effect.Success<ReturnType<typeof ReceiverThread.start>>
 
 /** The subscriptions, one per space and receiver path, and the history a running installation has. */
-const createSubscriptions = (
-  config: EndToEndConfig,
-  receiver: Effect.Success<ReturnType<typeof WebhookReceiver.start>>,
-) =>
+const createSubscriptions = (config: EndToEndConfig, receiver: Pick<Receiver, "url">) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     // Subscriptions through the public service, as a host app creates them.
@@ -325,6 +292,7 @@ type Stamps = ProducerThread.Stamps
 const produce = (
   config: EndToEndConfig,
   producer: Effect.Success<ReturnType<typeof startProducer>>,
+  receiver: Receiver,
   run: { readonly total: number; readonly interval: number; readonly t0: number },
   stamps: Stamps,
 ) =>
@@ -337,6 +305,8 @@ const produce = (
       Effect.map((rows) => rows[0]?.n ?? 0),
     )
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
+    if (config.atProductionStart !== undefined) yield* config.atProductionStart
+    const receiverMicros0 = yield* receiver.cpuMicros
     const cpu0 = CpuUsage.sample(postmaster)
     const stopProfile = yield* CpuProfile.start(`webhooks-end-to-end-${config.eventsPerSecond}`)
     let producerThreadMicros: number | undefined
@@ -357,6 +327,7 @@ const produce = (
     )
     const producedAt = performance.now()
     const cpu1 = CpuUsage.sample(postmaster)
+    const receiverThreadMicros = (yield* receiver.cpuMicros) - receiverMicros0
     yield* stopProfile
     const cpu = CpuUsage.since(cpu0, cpu1)
     // The producer's backends (its pool stays open until the scope ends): the host app's appends, not bothy's.
@@ -372,6 +343,7 @@ const produce = (
       cpu,
       windowMs: cpu1.at - cpu0.at,
       producerThreadMicros,
+      receiverThreadMicros,
       producerBackendCores,
       checkpointsWhileProducing: (yield* checkpoints) - checkpoints0,
     }
@@ -574,10 +546,10 @@ const roundsOf = (trace: ReturnType<typeof DeliveryTrace.recorder>) => ({
 })
 
 /** Waits for every request, within the bound; what the receiver had at the production's end comes first. */
-const drain = (config: EndToEndConfig, t: Tally, total: number, producedAt: number) =>
+const drain = (config: EndToEndConfig, receiver: Receiver, total: number, producedAt: number) =>
   Effect.gen(function* () {
     const deadline = producedAt + config.drainSeconds * 1000
-    while (t.received < total && performance.now() < deadline) yield* Effect.sleep("20 millis")
+    while (receiver.received() < total && performance.now() < deadline) yield* Effect.sleep("20 millis")
     return performance.now()
   })
 
@@ -591,14 +563,7 @@ export const measure = (config: EndToEndConfig) =>
     const warm = Math.round(config.warmupSeconds * config.eventsPerSecond)
     const total = warm + Math.round(config.seconds * config.eventsPerSecond)
     const stamps = ProducerThread.unstamped(total)
-    const { tally: t, onRequest } = tally(total)
-    const receiver = yield* WebhookReceiver.start(
-      (request) => {
-        onRequest(request)
-        return { status: 200 }
-      },
-      { keep: false },
-    )
+    const receiver = yield* ReceiverThread.start(total)
     yield* createSubscriptions(config, receiver)
     const [row] = yield* sql<{ base: bigint }>`SELECT value AS base FROM event_seq`
     const base = row!.base
@@ -611,11 +576,12 @@ export const measure = (config: EndToEndConfig) =>
     const t0 = performance.now() + 10
     const samples: Array<Sample> = []
     const sampler = yield* everySecond(t0, sampleAt(sql, t0), samples)
-    const p = yield* produce(config, producer, { total, interval, t0 }, stamps)
+    const p = yield* produce(config, producer, receiver, { total, interval, t0 }, stamps)
     const atProductionEnd = yield* sampleAt(sql, t0)
-    const receivedAtProductionEnd = t.received
+    const receivedAtProductionEnd = receiver.received()
 
-    const drainedAt = yield* drain(config, t, total, p.producedAt)
+    const drainedAt = yield* drain(config, receiver, total, p.producedAt)
+    const t = receiver.tally()
     yield* Fiber.interrupt(sampler)
     const afterDrain = yield* sampleAt(sql, t0)
     if (arm?.on === true) yield* arm.sink.scrape(null, arm.scrapeEveryMs)
@@ -707,7 +673,7 @@ const figures = (
     cpu: {
       ...cpu,
       msPerEvent: round3(((cpu.clientCores + cpu.serverCores) * production.seconds * 1000) / total),
-      bothy: bothyCpu(cpu, p.producerBackendCores, p.windowMs, p.producerThreadMicros, total),
+      bothy: bothyCpu(cpu, p, total),
     },
     telemetry:
       arm === undefined
@@ -720,27 +686,26 @@ const figures = (
 }
 
 /**
- * The worker side's own CPU per event: this process less the producer thread (the host app), and
- * the server less the producer's backends. The receiver stays in (it shares the process).
+ * The worker side's own CPU per event: this process less the producer thread (the host app) and
+ * the receiver thread (the tenants' endpoints), and the server less the producer's backends.
  */
-const bothyCpu = (
-  cpu: CpuUsage.CpuUsed,
-  producerBackendCores: number,
-  windowMs: number,
-  producerThreadMicros: number | undefined,
-  events: number,
-) => {
+const bothyCpu = (cpu: CpuUsage.CpuUsed, p: Production, events: number) => {
+  const { producerThreadMicros, receiverThreadMicros, producerBackendCores, windowMs } = p
   if (producerThreadMicros === undefined) return undefined
-  const processCores = cpu.clientCores - producerThreadMicros / 1000 / windowMs
+  const cores = (micros: number) => micros / 1000 / windowMs
+  const processCores = cpu.clientCores - cores(producerThreadMicros) - cores(receiverThreadMicros)
   const serverCores = cpu.serverCores - producerBackendCores
-  const perEvent = (cores: number) => round3((cores * windowMs) / events)
+  const perEvent = (c: number) => round3((c * windowMs) / events)
   return {
-    note: "this process less the producer thread (process.threadCpuUsage there), in cores; the server less the producer's backends; the in-process receiver is counted in",
+    note: "this process less the producer and receiver threads (process.threadCpuUsage in each), in cores; the server less the producer's backends",
     processCores: round3(processCores),
-    producerThreadCores: round3(producerThreadMicros / 1000 / windowMs),
+    producerThreadCores: round3(cores(producerThreadMicros)),
+    receiverThreadCores: round3(cores(receiverThreadMicros)),
     serverCores: round3(serverCores),
     producerBackendCores,
     processMsPerEvent: perEvent(processCores),
+    receiverMsPerEvent: perEvent(cores(receiverThreadMicros)),
+    producerBackendMsPerEvent: perEvent(producerBackendCores),
     serverMsPerEvent: perEvent(serverCores),
     msPerEvent: perEvent(processCores + serverCores),
   }

@@ -1045,6 +1045,24 @@ const statementsPart = (p: Plan) =>
       ],
       ["CPU per delivery", "worker process", "ms", fixed(r.cpu?.processMsPerEvent ?? Number.NaN, 3), "", "", ""],
       ["CPU per delivery", "its backends", "ms", fixed(r.cpu?.serverMsPerEvent ?? Number.NaN, 3), "", "", ""],
+      [
+        "CPU per event, left out",
+        "receiver thread",
+        "ms",
+        fixed(r.cpu?.receiverMsPerEvent ?? Number.NaN, 3),
+        "",
+        "",
+        "",
+      ],
+      [
+        "CPU per event, left out",
+        "producer's backends",
+        "ms",
+        fixed(r.cpu?.producerBackendMsPerEvent ?? Number.NaN, 3),
+        "",
+        "",
+        "",
+      ],
       ["statements per delivery", "worker", "count", fixed(r.worker.statementsPerDelivery, 2), "", "", ""],
       ["planning per delivery", "worker, pg_stat_statements", "ms", fixed(r.worker.planMsPerDelivery, 3), "", "", ""],
       ["execution per delivery", "worker, pg_stat_statements", "ms", fixed(r.worker.execMsPerDelivery, 3), "", "", ""],
@@ -1052,7 +1070,7 @@ const statementsPart = (p: Plan) =>
         .slice(0, 12)
         .map(
           (st): Row => [
-            `${st.producer ? "producer: " : ""}${st.statement.slice(0, 60)}`,
+            `${st.producer ? "producer: " : st.harness ? "harness: " : ""}${st.statement.slice(0, 60)}`,
             `${fixed(st.callsPerDelivery, 3)} calls, plan ${fixed(st.planMsPerCall, 3)} / exec ${fixed(st.execMsPerCall, 3)} ms a call`,
             "ms per delivery",
             fixed(st.planMsPerDelivery + st.execMsPerDelivery, 4),
