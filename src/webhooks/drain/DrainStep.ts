@@ -110,19 +110,23 @@ const sendNext = (drain: Drain, run: Run, news: News, next: Checked) =>
   Effect.gen(function* () {
     const d = next.delivery
     const readAlong = readsAlong(drain, run, news.fresh())
-    const [sent] = yield* Effect.all(
-      [
-        // `send` fails only before its request leaves (a secret that does not open): the delivery
-        // goes back to the queue, so its number is given back and it is not taken for one in doubt.
-        send(drain, run, d, d.sequence!).pipe(Effect.tapError(() => Effect.sync(() => RunState.putBack(run, next)))),
-        readAlong
-          ? Effect.map(readNext(drain, run, news, { seq: d.eventSeq, at: d.occurredAt }, false), (read) =>
-              RunState.readAlong(run, read),
-            )
-          : Effect.void,
-      ],
-      { concurrency: 2 },
+    // `send` fails only before its request leaves (a secret that does not open): the delivery
+    // goes back to the queue, so its number is given back and it is not taken for one in doubt.
+    const sending = send(drain, run, d, d.sequence!).pipe(
+      Effect.tapError(() => Effect.sync(() => RunState.putBack(run, next))),
     )
+    // Two fibers only when there is a read to make alongside the request.
+    const sent = readAlong
+      ? (yield* Effect.all(
+          [
+            sending,
+            Effect.map(readNext(drain, run, news, { seq: d.eventSeq, at: d.occurredAt }, false), (read) =>
+              RunState.readAlong(run, read),
+            ),
+          ],
+          { concurrency: 2 },
+        ))[0]
+      : yield* sending
     DrainPace.sent(run, sent.started, sent.answered, d.rateLimit)
     return yield* sent.ok ? answeredOk(run, sent) : answeredFailed(drain, run, sent)
   })

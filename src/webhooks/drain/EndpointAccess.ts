@@ -23,18 +23,21 @@ import * as RunState from "./DrainRunState.ts"
 import type { PendingDelivery } from "./PendingDeliveries.ts"
 
 /** Opens a sealed secret once per run; one that does not open is the operator's to hear of. */
-export const openSecret = (drain: Drain, run: Run, sealed: string) =>
-  Effect.gen(function* () {
-    const known = run.secrets.get(sealed)
-    if (known !== undefined) return known
-    const opened = yield* SecretBox.open(drain.config.secretKey, sealed).pipe(
-      Effect.tapError((e) =>
-        drain.warn(run.subscriptionId, `webhooks: subscription ${run.subscriptionId}: ${e.message}; nothing is sent`),
-      ),
-    )
-    RunState.secretOpened(run, sealed, opened)
-    return opened
-  })
+export const openSecret = (
+  drain: Drain,
+  run: Run,
+  sealed: string,
+): Effect.Effect<Redacted.Redacted<string>, SecretBox.SecretBoxError> => {
+  // Opened once per run: every later delivery takes the kept one without an Effect step more.
+  const known = run.secrets.get(sealed)
+  if (known !== undefined) return Effect.succeed(known)
+  return SecretBox.open(drain.config.secretKey, sealed).pipe(
+    Effect.tapError((e) =>
+      drain.warn(run.subscriptionId, `webhooks: subscription ${run.subscriptionId}: ${e.message}; nothing is sent`),
+    ),
+    Effect.tap((opened) => Effect.sync(() => RunState.secretOpened(run, sealed, opened))),
+  )
+}
 
 const decodeIdentity = Schema.decodeUnknownEffect(ClientIdentity)
 
@@ -43,8 +46,10 @@ export const connectionsFor = (
   drain: Drain,
   run: Run,
   d: PendingDelivery,
-): Effect.Effect<Connections, SecretBox.SecretBoxError> =>
-  Effect.gen(function* () {
+): Effect.Effect<Connections, SecretBox.SecretBoxError> => {
+  // Most endpoints have no client certificate and no CA of their own: their pool, with no step more.
+  if (d.tlsClientSealed === null && d.tlsCa === null) return run.connections.of("\u0000", () => ({}))
+  return Effect.gen(function* () {
     const sealed = d.tlsClientSealed
     const identity =
       sealed === null
@@ -69,6 +74,7 @@ export const connectionsFor = (
         : { clientCertificate: { cert: identity.cert, key: Redacted.make(identity.key) } }),
     }))
   })
+}
 
 /** Everything a grant is made of: a token is kept per key. */
 const grantKey = (run: Run, d: PendingDelivery) =>
@@ -86,13 +92,14 @@ export const bearer = (
 ): Effect.Effect<
   Option.Option<Redacted.Redacted<string>>,
   OAuthClientCredentials.OAuthTokenFailed | SecretBox.SecretBoxError
-> =>
-  Effect.gen(function* () {
-    if (d.authTokenUrl === null || d.authClientId === null || d.authSecretSealed === null) return Option.none()
+> => {
+  if (d.authTokenUrl === null || d.authClientId === null || d.authSecretSealed === null) return noToken
+  const { authTokenUrl, authClientId, authSecretSealed } = d
+  return Effect.gen(function* () {
     const grant: OAuthClientCredentials.Grant = {
-      tokenUrl: d.authTokenUrl,
-      clientId: d.authClientId,
-      clientSecret: yield* openSecret(drain, run, d.authSecretSealed),
+      tokenUrl: authTokenUrl,
+      clientId: authClientId,
+      clientSecret: yield* openSecret(drain, run, authSecretSealed),
       scope: d.authScope,
     }
     const token = yield* drain.tokens.token(
@@ -102,3 +109,6 @@ export const bearer = (
     )
     return Option.some(token)
   })
+}
+
+const noToken = Effect.succeed(Option.none<Redacted.Redacted<string>>())

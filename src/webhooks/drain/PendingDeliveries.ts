@@ -337,8 +337,17 @@ export const endLeftovers = (sql: SqlClient.SqlClient, subscriptionId: string, d
         UPDATE webhook_deliveries SET state = 'dead', dead_reason = 'stale', finished_at = clock_timestamp()
         WHERE subscription_id = ${subscriptionId}::uuid AND state = 'pending' AND event_seq <= ${d.startedSeq}`
 
-export const attemptsBy = (outcome: string) =>
-  Metric.update(Metric.withAttributes(WebhookMetrics.attempts, { outcome }), 1)
+// One counter per outcome, made once: `withAttributes` builds a new metric key on every call.
+const attemptCounters = new Map<string, Effect.Effect<void>>()
+
+export const attemptsBy = (outcome: string): Effect.Effect<void> => {
+  let update = attemptCounters.get(outcome)
+  if (update === undefined) {
+    update = Metric.update(Metric.withAttributes(WebhookMetrics.attempts, { outcome }), 1)
+    attemptCounters.set(outcome, update)
+  }
+  return update
+}
 
 /**
  * Dead without a request; `last_delivered_seq` moves past it so it never blocks the queue. Its

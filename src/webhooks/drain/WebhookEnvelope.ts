@@ -10,6 +10,7 @@
  * overlap ends; secrets stay `Redacted` and are opened once per run. Nothing goes on record here.
  */
 import { Clock, Effect, Option, Redacted, Schema, type Tracer } from "effect"
+import type { SecretBoxError } from "../../crypto/SecretBox.ts"
 import type { OAuthTokenFailed } from "../../outbound/OAuthClientCredentials.ts"
 import * as OutboundSender from "../../outbound/OutboundSender.ts"
 import { storable } from "../../platform/StorableText.ts"
@@ -67,15 +68,18 @@ export const body = (d: BodySource, sequence: bigint): string =>
   } satisfies Record<keyof typeof Envelope.Type, unknown>)
 
 /** The secrets that sign a request at `now`: the current one, and the previous one within its overlap. */
-const secretsFor = (drain: Drain, run: Run, d: PendingDelivery, now: number) =>
-  Effect.gen(function* () {
-    const current = yield* openSecret(drain, run, d.secretSealed)
-    const previous =
-      d.previousSecretSealed !== null && d.previousSecretUntil !== null && d.previousSecretUntil.getTime() > now
-        ? [yield* openSecret(drain, run, d.previousSecretSealed)]
-        : []
-    return [current, ...previous] as const
-  })
+const secretsFor = (
+  drain: Drain,
+  run: Run,
+  d: PendingDelivery,
+  now: number,
+): Effect.Effect<readonly [Redacted.Redacted<string>, ...Array<Redacted.Redacted<string>>], SecretBoxError> => {
+  const current = openSecret(drain, run, d.secretSealed)
+  if (d.previousSecretSealed === null || d.previousSecretUntil === null || d.previousSecretUntil.getTime() <= now)
+    return Effect.map(current, (secret) => [secret] as const)
+  const previous = openSecret(drain, run, d.previousSecretSealed)
+  return Effect.flatMap(current, (secret) => Effect.map(previous, (before) => [secret, before] as const))
+}
 
 /**
  * The attempt's span continues the event's own trace (`trace_parent`), not the drain job's: one
