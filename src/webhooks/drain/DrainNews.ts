@@ -62,7 +62,8 @@ export const subscribe = (linger: Duration.Duration) =>
             news = false
           },
           mark: onNews,
-          wait: Effect.ignore(Effect.timeout(next, linger)),
+          // timeoutOption: a linger that runs out is no error (`timeout` built one, with its stack, each time).
+          wait: Effect.asVoid(Effect.timeoutOption(next, linger)),
         }
       })
   })
