@@ -1,6 +1,7 @@
 /**
  * The webhooks backlog: deliveries already committed and pending, drained by the job worker as
- * `bothy worker` runs it to a local keep-alive receiver, measured from the worker's start until
+ * `bothy worker` runs it to a local keep-alive receiver (on a thread of its own, `ReceiverThread`,
+ * as tenants' endpoints are not on the worker's thread), measured from the worker's start until
  * every delivery is on record as delivered.
  *
  *   parent:  run(input) ──fork──> a child process running this file, sent the input over IPC
@@ -33,10 +34,10 @@ import { fileURLToPath } from "node:url"
 import { PgClient } from "@effect/sql-pg"
 import { Cause, Console, Duration, Effect, Exit, Layer, Redacted, Schema } from "effect"
 import { SqlClient } from "effect/sql"
-import * as WebhookReceiver from "../../testkit/WebhookReceiver.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
 import * as DeliveryTrace from "../harness/DeliveryTrace.ts"
 import { round3 } from "../harness/Figures.ts"
+import * as ReceiverThread from "../harness/ReceiverThread.ts"
 import * as SourceTree from "../harness/SourceTree.ts"
 import { eventAt, owner, spaceOf } from "../harness/WebhookSample.ts"
 
@@ -142,7 +143,10 @@ export interface BacklogRun extends BacklogCase {
     readonly statementMsPerDelivery: number
   }
   /** While the clock ran: the child process, the server, the machine. */
+  /** This process (the worker, and the receiver's thread) and the server, in cores. */
   readonly cpu: CpuUsage.CpuUsed
+  /** The receiver's thread (the tenants' endpoints), in cores: part of `cpu.clientCores`, not the worker's. */
+  readonly receiverCores: number
 }
 
 /** A run's requests or rows are not what the drain promises; its figure is void. */
@@ -154,39 +158,6 @@ export class BacklogCheckFailed extends Schema.TaggedError<BacklogCheckFailed>()
   override get message() {
     return `backlog ${this.case} (${this.label}): ${this.detail}`
   }
-}
-
-/** What a request must be: subscription k's next sequence, carrying its next event. */
-const receiverCheck = (c: BacklogCase, total: number) => {
-  const next = new Array<number>(c.subscriptions).fill(0)
-  const arrivals = new Float64Array(total).fill(Number.NaN)
-  const anomalies: Array<string> = []
-  let received = 0
-  let done: () => void = () => {}
-  const allArrived = new Promise<void>((resolve) => {
-    done = resolve
-  })
-  const onRequest = ({ path, body, arrivedAt }: WebhookReceiver.Request) => {
-    const k = /^\/s(\d+)$/.exec(path) === null ? -1 : Number(path.slice(2))
-    let envelope: { readonly sequence?: unknown; readonly data?: { readonly i?: unknown } } | undefined
-    try {
-      envelope = JSON.parse(body)
-    } catch {
-      envelope = undefined
-    }
-    const n = next[k]
-    if (n === undefined || envelope?.sequence !== n + 1 || envelope.data?.i !== k + c.subscriptions * n) {
-      anomalies.push(
-        `${path}: sequence ${String(envelope?.sequence)}, event ${String(envelope?.data?.i)} (expected sequence ${n === undefined ? "none" : n + 1}, event ${n === undefined ? "none" : k + c.subscriptions * n})`,
-      )
-      return
-    }
-    next[k] = n + 1
-    if (received < total) arrivals[received] = arrivedAt
-    received++
-    if (received === total) done()
-  }
-  return { onRequest, allArrived, arrivals, anomalies, received: () => received }
 }
 
 /** What the steps of one run share. */
@@ -267,7 +238,10 @@ const createBacklog = ({ tree, input, total, fail }: Shared, url: (path: string)
  * delivered (counted every 5 ms once the last request is in), or until the bound. The worker
  * stops (the scope closes) after the clock.
  */
-const drainOnClock = ({ tree, input, total }: Shared, allArrived: Promise<void>, received: () => number) =>
+const drainOnClock = (
+  { tree, input, total }: Shared,
+  receiver: Effect.Success<ReturnType<typeof ReceiverThread.start>>,
+) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const delivered = sql<{ n: number }>`
@@ -277,6 +251,7 @@ const drainOnClock = ({ tree, input, total }: Shared, allArrived: Promise<void>,
     const concurrency = workerConcurrency(tree)
     const trace = DeliveryTrace.recorder()
     const postmaster = CpuUsage.postmasterPid(input.server.dataDir)
+    const receiverMicros0 = yield* receiver.cpuMicros
     const cpu0 = CpuUsage.sample(postmaster)
     const t0 = performance.now()
     const deadline = t0 + input.boundSeconds * 1000
@@ -284,7 +259,7 @@ const drainOnClock = ({ tree, input, total }: Shared, allArrived: Promise<void>,
     yield* Layer.build(
       tree.JobWorker.layer({ kinds: [kind], queues: { [tree.WebhookFanOut.queue]: { concurrency } } }),
     ).pipe(Effect.withTracer(trace.tracer))
-    yield* Effect.promise(() => allArrived).pipe(
+    yield* Effect.promise(() => receiver.allArrived).pipe(
       Effect.timeoutOption(Duration.millis(Math.max(0, deadline - performance.now()))),
     )
     let n = yield* delivered
@@ -293,13 +268,16 @@ const drainOnClock = ({ tree, input, total }: Shared, allArrived: Promise<void>,
       n = yield* delivered
     }
     const end = performance.now()
+    const cpu1 = CpuUsage.sample(postmaster)
+    const receiverMicros = (yield* receiver.cpuMicros) - receiverMicros0
     return {
       t0,
       seconds: (end - t0) / 1000,
       delivered: n,
-      received: received(),
+      received: receiver.received(),
       concurrency,
-      cpu: CpuUsage.since(cpu0, CpuUsage.sample(postmaster)),
+      cpu: CpuUsage.since(cpu0, cpu1),
+      receiverCores: round3(receiverMicros / 1000 / (cpu1.at - cpu0.at)),
       jobRuns: trace.jobRuns(),
       statements: trace.statements(),
     }
@@ -377,26 +355,19 @@ export const measure = (input: BacklogInput) =>
         Layer.provideMerge(Layer.succeedContext(db)),
       ),
     )
-    const requests = receiverCheck(input, total)
-    const receiver = yield* WebhookReceiver.start(
-      (request) => {
-        requests.onRequest(request)
-        return { status: 200 }
-      },
-      { keep: false },
-    )
+    const receiver = yield* ReceiverThread.start(total, { _tag: "inOrder", subscriptions: input.subscriptions })
 
     const setup = yield* createBacklog(ctx, receiver.url).pipe(Effect.provideContext(services))
     yield* ctx.log(
       `${total} pending deliveries (${setup.appends} appends in ${setup.appendSeconds} s, ${setup.rounds} rounds in ${setup.roundSeconds} s, ${setup.jobs} drain jobs); draining with concurrency ${workerConcurrency(tree)}`,
     )
-    const clock = yield* drainOnClock(ctx, requests.allArrived, requests.received).pipe(Effect.provideContext(services))
+    const clock = yield* drainOnClock(ctx, receiver).pipe(Effect.provideContext(services))
     const drained = clock.delivered === total
-    yield* verify(ctx, { anomalies: requests.anomalies, received: requests.received() }, drained).pipe(
+    yield* verify(ctx, { anomalies: yield* receiver.anomalies, received: receiver.received() }, drained).pipe(
       Effect.provideContext(services),
     )
 
-    const arrived = Array.from(requests.arrivals.subarray(0, Math.min(total, clock.received)), (at) => at - clock.t0)
+    const arrived = Array.from(receiver.arrivals().subarray(0, Math.min(total, clock.received)), (at) => at - clock.t0)
     const arrivalsPerSecond = Array.from({ length: Math.ceil(clock.seconds) }, () => 0)
     for (const at of arrived) {
       const s = Math.floor(at / 1000)
@@ -422,6 +393,7 @@ export const measure = (input: BacklogInput) =>
         statementMsPerDelivery: round3(clock.statements.ms / Math.max(1, clock.delivered)),
       },
       cpu: clock.cpu,
+      receiverCores: clock.receiverCores,
     }
     yield* ctx.log(
       `${clock.delivered}/${total} delivered in ${result.seconds} s: ${result.deliveriesPerSecond} deliveries/s${drained ? "" : ` (stopped at the ${input.boundSeconds} s bound)`}`,

@@ -847,6 +847,8 @@ const backlogFigures = (p: Plan, { runs, key }: BacklogRuns) => {
             ),
             statementsPerDelivery: median(list.map((r) => r.drain.statementsPerDelivery)),
             clientCores: median(list.map((r) => r.cpu.clientCores)),
+            // Runs from before the receiver had a thread of its own have no figure of it.
+            workerCores: median(list.map((r) => r.cpu.clientCores - (r.receiverCores ?? Number.NaN))),
             serverCores: median(list.map((r) => r.cpu.serverCores)),
             machineBusy: median(list.map((r) => r.cpu.machineBusy)),
           },
@@ -940,7 +942,7 @@ const backlogRows = (
   const cores = (f: Figures) =>
     f === undefined
       ? ""
-      : `${fixed(f.median.clientCores, 2)} / ${fixed(f.median.serverCores, 2)} / ${fixed(f.median.machineBusy * 100, 0)}`
+      : `${fixed(f.median.workerCores, 2)} / ${fixed(f.median.serverCores, 2)} / ${fixed(f.median.machineBusy * 100, 0)}`
   const perRepeat = (f: Figures) =>
     f === undefined ? "" : f.runs.map((r) => `${fixed(r.deliveriesPerSecond)}${r.drained ? "" : "*"}`).join(" / ")
   return cases.flatMap((c, i) => {
@@ -978,7 +980,7 @@ const backlogRows = (
       ],
       [
         "backlog drain",
-        `${WebhookBacklog.caseName(c)}, child / server / machine`,
+        `${WebhookBacklog.caseName(c)}, worker (child less its receiver thread) / server / machine`,
         "cores / cores / %",
         cores(o),
         cores(b),
