@@ -26,6 +26,7 @@ import { Clock, Duration, Effect, Redacted, Result } from "effect"
 import { Agent } from "undici"
 import { LruCache } from "../platform/LruCache.ts"
 import { safeLookup } from "./CheckedDialer.ts"
+import * as Exchange from "./Exchange.ts"
 import { parseTarget, type TargetPolicy, UnsafeWebhookTarget } from "./OutboundTarget.ts"
 
 /**
@@ -174,44 +175,15 @@ export const utf8Prefix = (bytes: Uint8Array, max: number): { readonly text: str
   return { text: utf8Prefix(Buffer.from(text, "utf8"), max).text, truncated: true }
 }
 
-/** Reads up to `max + 4` bytes (enough to see whether byte `max` ends a character); leaving the loop early destroys the stream, which drops the connection. */
-const readCapped = async (body: AsyncIterable<Uint8Array>, max: number): Promise<Uint8Array> => {
-  const chunks: Array<Uint8Array> = []
-  let size = 0
-  for await (const chunk of body) {
-    chunks.push(chunk)
-    size += chunk.length
-    if (size > max + 3) break
-  }
-  return Buffer.concat(chunks, Math.min(size, max + 4))
-}
-
-const headerText = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
-  typeof value === "string" ? value : value === undefined ? undefined : value.join(", ")
-
-const exchange = async (
-  agent: Agent,
-  url: URL,
-  request: SendRequest,
-  maxResponseBytes: number,
-  signal: AbortSignal,
-): Promise<Outcome> => {
-  const response = await agent.request({
-    origin: url.origin,
-    path: `${url.pathname}${url.search}`,
-    method: "POST",
-    headers: request.headers,
-    body: request.body,
-    signal,
-  })
-  const { text, truncated } = utf8Prefix(await readCapped(response.body, maxResponseBytes), maxResponseBytes)
-  const status = response.statusCode
+/** What an answer becomes: its body cut to `max` bytes on a character boundary; a 3xx is a `redirect`. */
+const outcomeOf = ({ status, bytes, retryAfter }: Exchange.Answer, max: number): Outcome => {
+  const { text, truncated } = utf8Prefix(bytes, max)
   return {
     status,
     errorClass: status >= 300 && status < 400 ? "redirect" : undefined,
     body: text,
     truncated,
-    retryAfter: headerText(response.headers["retry-after"]),
+    retryAfter,
   }
 }
 
@@ -284,35 +256,36 @@ const timed = (request: SendRequest, policy: TargetPolicy, limits: SendLimits, s
     ),
   )
 
-/** What the exchange ended in: an outcome, or an error to classify (the limit's abort is `timeout`). */
-type Ended = { readonly outcome: Outcome } | { readonly error: unknown }
+/** Why an exchange was cut short: its total limit passed, or the fiber waiting for it was interrupted. */
+class ExchangeTimedOut extends Error {}
+class ExchangeInterrupted extends Error {}
 
 /**
- * Runs `exchange` with a signal that aborts it when the fiber is interrupted or when the total
- * limit passes, whichever comes first; the timer is cleared as it ends.
+ * Runs the exchange, aborted when the fiber is interrupted or when the total limit passes,
+ * whichever comes first; the timer is cleared as it ends.
  */
 const withinLimit = (
   limitMillis: number,
-  exchange: (signal: AbortSignal) => Promise<Outcome>,
-): Effect.Effect<Outcome | "timeout" | { readonly error: unknown }> =>
+  start: (done: (ended: Exchange.Ended) => void) => (reason: Error) => void,
+): Effect.Effect<Exchange.Ended | "timeout"> =>
   Effect.callback((resume) => {
-    const controller = new AbortController()
     let timedOut = false
-    const timer = setTimeout(() => {
-      timedOut = true
-      controller.abort()
-    }, limitMillis)
-    const end = (ended: Ended) => {
+    let over = false
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const abort = start((ended) => {
+      over = true
       clearTimeout(timer)
-      resume(Effect.succeed(timedOut ? "timeout" : "outcome" in ended ? ended.outcome : ended))
-    }
-    exchange(controller.signal).then(
-      (outcome) => end({ outcome }),
-      (error: unknown) => end({ error }),
-    )
+      resume(Effect.succeed(timedOut ? "timeout" : ended))
+    })
+    // An exchange that could not start has ended already: no timer for it.
+    if (!over)
+      timer = setTimeout(() => {
+        timedOut = true
+        abort(new ExchangeTimedOut(`no answer within ${limitMillis} ms`))
+      }, limitMillis)
     return Effect.sync(() => {
       clearTimeout(timer)
-      controller.abort()
+      abort(new ExchangeInterrupted("the send was interrupted"))
     })
   })
 
@@ -339,15 +312,24 @@ const attempt = (
     return Effect.as(Effect.logDebug("webhook target refused", refusal), failed("blocked_ip", refusal))
   }
   const limitMillis = Duration.toMillis(limits.totalTimeout)
+  const url = target.success
   const exchangeWith = (agent: Agent) =>
     Effect.flatMap(
-      withinLimit(limitMillis, (signal) => exchange(agent, target.success, request, limits.maxResponseBytes, signal)),
+      withinLimit(limitMillis, (done) =>
+        Exchange.post(
+          agent,
+          { origin: url.origin, path: `${url.pathname}${url.search}` },
+          request,
+          limits.maxResponseBytes,
+          done,
+        ),
+      ),
       (ended) =>
         ended === "timeout"
           ? Effect.succeed(failed("timeout"))
           : "error" in ended
             ? failedWith(ended.error)
-            : Effect.succeed(ended),
+            : Effect.succeed(outcomeOf(ended.answer, limits.maxResponseBytes)),
     )
   return shared === undefined
     ? Effect.acquireUseRelease(

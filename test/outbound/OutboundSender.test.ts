@@ -1,6 +1,6 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { type SendLimits, send, utf8Prefix } from "../../src/outbound/OutboundSender.ts"
+import { Effect, Fiber } from "effect"
+import { connections, type SendLimits, send, utf8Prefix } from "../../src/outbound/OutboundSender.ts"
 import { type ResolvedAddress, type TargetPolicy, validateUrl } from "../../src/outbound/OutboundTarget.ts"
 import * as LoopbackServer from "../support/LoopbackServer.ts"
 
@@ -176,6 +176,22 @@ describe("OutboundSender", () => {
       assert.isBelow(result.durationMs, 5_000)
       yield* awaitSignal(arrived)
       assert.lengthOf(server.received(), 1, "the request went out; the answer never came")
+    }),
+  )
+
+  it.live("an interrupted send aborts its request: a kept-alive connection is dropped, not left waiting", () =>
+    Effect.gen(function* () {
+      const arrived = signal()
+      const closed = signal()
+      const server = yield* LoopbackServer.http((request) => {
+        request.socket.on("close", () => closed.resolve())
+        arrived.resolve() // holds the response forever
+      })
+      const shared = yield* connections(local)
+      const sending = yield* Effect.forkChild(send(post(server.origin), local, { totalTimeout: "30 seconds" }, shared))
+      yield* awaitSignal(arrived)
+      yield* Fiber.interrupt(sending)
+      yield* awaitSignal(closed)
     }),
   )
 
