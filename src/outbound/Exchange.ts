@@ -8,7 +8,8 @@
  * out instead.
  *
  * The caller gets exactly one `done`, and an `abort` that ends the exchange early (its reason is
- * what `done` then carries as the error, unless an answer was already whole).
+ * what `done` then carries as the error, unless an answer was already whole). A request still
+ * waiting for a socket ends at once on `abort`, and is aborted as soon as undici starts it.
  */
 import type { Agent, Dispatcher } from "undici"
 
@@ -24,7 +25,7 @@ export type Ended = { readonly answer: Answer } | { readonly error: unknown }
 const headerText = (value: string | ReadonlyArray<string> | undefined): string | undefined =>
   typeof value === "string" ? value : value === undefined ? undefined : value.join(", ")
 
-/** Thrown into the exchange when the body passed its cap: the connection is dropped, not drained. */
+/** The abort reason when the body passed its cap: the connection is dropped, not drained. */
 class AnswerCapped extends Error {}
 
 /**
@@ -87,5 +88,6 @@ export const post = (
     if (settled) return
     abortedWith = reason
     if (controller !== undefined) controller.abort(reason)
+    else settle({ error: reason })
   }
 }
