@@ -7,7 +7,8 @@
  *
  *              acquired                          batch full
  *   Standby ─────────────────> Leading ─────────────────────> Leading (at once)
- *    │  ^                        │  │ batch short ─── pollInterval or a wake-up ──> Leading
+ *    │  ^                        │  │ batch short ─── busyInterval or a wake-up ──> Leading
+ *    │  │                        │  │ batch empty ─── pollInterval or a wake-up ──> Leading
  *    │  └── lease refused ───────┘  │ renew due (a third of the lease) ──> renew, then batch
  *    └─ not acquired: sleep standbyInterval ──> Standby
  *
@@ -16,7 +17,9 @@
  * and its batches are refused from then on (the batch checks the lease itself). On shutdown the
  * holder gives the lease up, so a standby takes over at its next try instead of after the lease.
  *
- * The holder polls, every `pollInterval` while idle and at once after a full batch, and is woken
+ * The holder polls, every `pollInterval` while idle, every `busyInterval` while appends come
+ * (the wait before the next batch is most of an append's commit-to-readable time under load), at
+ * once after a full batch, and is woken
  * earlier by appends (`AppendWake`, through the process's `NotificationStream` when there is one):
  * not by a NOTIFY in the producer's transaction, which would serialize their commits again (see
  * `EventLog`), but by one after the commit, at most one a poll interval from each producer process.
@@ -57,8 +60,13 @@ export interface SequencerOptions {
   readonly holder?: string
   /** Appends per batch. Default 1000. */
   readonly batchSize?: number
-  /** Pause of the holder between batches that found less than a full batch. Default 5 ms. */
+  /** Pause of the holder after a batch that found nothing. Default 5 ms. */
   readonly pollInterval?: Duration.Input
+  /**
+   * Pause after a batch that numbered appends but less than a full batch: appends are coming, so
+   * the next batch comes sooner (capped by `pollInterval`). Default 1 ms.
+   */
+  readonly busyInterval?: Duration.Input
   /** How long a lease lasts unrenewed: a dead holder is replaced within it. Default 5 seconds. */
   readonly lease?: Duration.Input
   /** How often a standby tries to take the lease, and a failed step is retried. Default 1 second. */
@@ -164,7 +172,10 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
   // Appends that committed through `appendAfter` wake the holder (`wake`); it polls as well.
   const wakeups = yield* Queue.sliding<void>(1)
   const wake = Queue.offer(wakeups, undefined).pipe(Effect.asVoid)
-  const pause = Effect.raceFirst(Effect.sleep(Duration.millis(pollMillis)), Queue.take(wakeups))
+  const busyMillis = Math.min(pollMillis, millisOf(options.busyInterval, Duration.millis(1)))
+  const pauseFor = (millis: number) => Effect.raceFirst(Effect.sleep(Duration.millis(millis)), Queue.take(wakeups))
+  const idlePause = pauseFor(pollMillis)
+  const busyPause = pauseFor(busyMillis)
   const sweepMillis = millisOf(options.sweepInterval, Duration.minutes(10))
   const provide = Effect.provideService(SqlClient.SqlClient, sql)
   const inTransaction = <A extends SequencerBatch.BatchResult, E>(run: Effect.Effect<A, E, SqlClient.SqlClient>) =>
@@ -245,7 +256,7 @@ export const make = Effect.fnUntraced(function* (options: SequencerOptions = {})
         yield* Metric.update(EventLogMetrics.sequencerBatches, 1)
       }
       yield* onStep({ _tag: "Batch", ...result })
-      if (!full) yield* pause
+      if (!full) yield* result.appends > 0 ? busyPause : idlePause
       return next
     })
 

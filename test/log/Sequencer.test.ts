@@ -200,6 +200,32 @@ for (const placement of ["pending", "in_place"] as const) {
         }).pipe(Effect.scoped),
     )
 
+    it.effect(
+      "SequencerBusyInterval: after a batch that numbered appends the holder looks again after busyInterval, after an empty one after pollInterval; timed by the TestClock",
+      () =>
+        Effect.gen(function* () {
+          const log = yield* EventLog
+          const base = (yield* log.head).seq
+          yield* freeLease
+          const s = yield* start({ holder: "p", pollInterval: "10 seconds", busyInterval: "100 millis" })
+          yield* s.next("Acquired")
+          assert.strictEqual((yield* s.next("Batch")).appends, 0, "the holder polls at once")
+          yield* log.append(events("polled", 1))
+          yield* TestClock.adjust("10 seconds")
+          assert.strictEqual((yield* s.next("Batch")).lastSeq, base + 1n, "idle: numbered at the poll")
+          // Appends are coming: the holder looks again a busy interval later, not a poll later.
+          yield* log.append(events("busy", 2))
+          yield* TestClock.adjust("100 millis")
+          assert.strictEqual((yield* s.next("Batch")).lastSeq, base + 3n, "busy: numbered a busy interval later")
+          yield* TestClock.adjust("100 millis")
+          assert.strictEqual((yield* s.next("Batch")).appends, 0, "nothing more came")
+          yield* log.append(events("idle again", 1))
+          yield* TestClock.adjust("10 seconds")
+          assert.strictEqual((yield* s.next("Batch")).lastSeq, base + 4n, "idle again: numbered at the poll")
+          yield* Fiber.interrupt(s.fiber)
+        }).pipe(Effect.provide(TestClock.layer())),
+    )
+
     it.effect("sequenced fails with AppendNotCommitted for an append whose transaction rolled back", () =>
       Effect.gen(function* () {
         const log = yield* EventLog
@@ -225,7 +251,12 @@ for (const placement of ["pending", "in_place"] as const) {
         Effect.gen(function* () {
           const log = yield* EventLog
           const sql = yield* SqlClient.SqlClient
-          const options = { lease: "5 seconds", standbyInterval: "1 second", pollInterval: "1 second" } as const
+          const options = {
+            lease: "5 seconds",
+            standbyInterval: "1 second",
+            pollInterval: "1 second",
+            busyInterval: "1 second",
+          } as const
           const base = (yield* log.head).seq
           yield* freeLease
           const a = yield* start({ ...options, holder: "a" })
