@@ -58,6 +58,8 @@ export interface HandoffConfig {
   readonly fanOut: (seq: bigint, receivers: number) => ReadonlyArray<FanOutJob>
   /** Default `counter`. */
   readonly sequencing?: LogSequencing
+  /** With `post_commit`: the sequencer's options (default: `Sequencer.layer()`'s). */
+  readonly sequencer?: Sequencer.SequencerOptions
 }
 
 /** The consumer did not catch up with the producer in time: the run has no figure. */
@@ -175,7 +177,10 @@ const produce = (config: HandoffConfig, stamps: Stamps) =>
     const server = yield* BenchServer
     if (stamps.postCommit) {
       yield* Layer.build(
-        Sequencer.layer().pipe(Layer.provide(NotificationStream.layer()), Layer.provide(server.pool(2))),
+        Sequencer.layer(config.sequencer).pipe(
+          Layer.provide(NotificationStream.layer()),
+          Layer.provide(server.pool(2)),
+        ),
       )
     }
     const producer = yield* Layer.build(
