@@ -19,6 +19,10 @@ import type * as EmbeddedServerUser from "./EmbeddedServerUser.ts"
 
 // A hot standby (a copy with `standby.signal`) is ready for read-only connections.
 const readyLine = /database system is ready to accept (read-only )?connections/
+// Line 8 of `postmaster.pid` (PostgreSQL 10 on), what `pg_ctl start` waits for: `ready`, or
+// `standby` for a hot standby accepting read-only connections.
+const readyStatus = /^(ready|standby)\s*$/
+const statusEvery = Duration.millis(50)
 export const stopAfter = { sigint: Duration.seconds(60), sigquit: Duration.seconds(10) }
 
 /** The pid of a server running on `dataDir` now, by its `postmaster.pid`. */
@@ -52,13 +56,32 @@ const stop = (postmaster: EmbeddedProcess.Watched) =>
     if (endedAlone) EmbeddedProcess.killGroup(pid)
   })
 
-/** Waits for the server to accept connections; fails with why if it exits first. */
+/** Whether `postmaster.pid` says the server of `pid` accepts connections. */
+const statusReady = (dataDir: string, pid: number | undefined) => {
+  try {
+    const lines = readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")
+    return Number(lines[0]) === pid && readyStatus.test(lines[7] ?? "")
+  } catch {
+    return false // not written yet
+  }
+}
+
+/**
+ * Waits for the server to accept connections; fails with why if it exits first. The log line is
+ * the quick sign; the status in `postmaster.pid` the sure one, since settings may keep the line
+ * off stderr (`logging_collector`, `log_destination`) or translate it (`lc_messages`).
+ */
 const ready = (postmaster: EmbeddedProcess.Watched, port: number, dataDir: string) =>
-  Effect.callback<void, EmbeddedProcess.Ended>((resume) => {
-    const off = postmaster.onLine((line) => readyLine.test(line) && resume(Effect.void))
-    void postmaster.ended.then((end) => resume(Effect.fail(end)))
-    return Effect.sync(off)
-  }).pipe(
+  Effect.raceFirst(
+    Effect.callback<void, EmbeddedProcess.Ended>((resume) => {
+      const off = postmaster.onLine((line) => readyLine.test(line) && resume(Effect.void))
+      void postmaster.ended.then((end) => resume(Effect.fail(end)))
+      return Effect.sync(off)
+    }),
+    Effect.gen(function* () {
+      while (!statusReady(dataDir, postmaster.child.pid)) yield* Effect.sleep(statusEvery)
+    }),
+  ).pipe(
     Effect.mapError(
       (end): StartError =>
         // The port was free a moment ago; another process took it first.
