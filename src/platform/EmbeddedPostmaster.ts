@@ -17,19 +17,27 @@ import { EmbeddedPortInUse, EmbeddedPostgresError, type StartError } from "./Emb
 import * as EmbeddedServerOwner from "./EmbeddedServerOwner.ts"
 import type * as EmbeddedServerUser from "./EmbeddedServerUser.ts"
 
-// A hot standby (a copy with `standby.signal`) is ready for read-only connections.
-const readyLine = /database system is ready to accept (read-only )?connections/
 // Line 8 of `postmaster.pid` (PostgreSQL 10 on), what `pg_ctl start` waits for: `ready`, or
-// `standby` for a hot standby accepting read-only connections.
+// `standby` for a hot standby (a copy with `standby.signal`) accepting read-only connections.
 const readyStatus = /^(ready|standby)\s*$/
 const statusEvery = Duration.millis(50)
 export const stopAfter = { sigint: Duration.seconds(60), sigquit: Duration.seconds(10) }
 
+/** The lines of `dataDir`'s `postmaster.pid`: the pid first, the status eighth; none while there is none. */
+const pidFile = (dataDir: string): ReadonlyArray<string> => {
+  const file = join(dataDir, "postmaster.pid")
+  try {
+    return existsSync(file) ? readFileSync(file, "utf8").split("\n") : []
+  } catch {
+    return [] // removed between the look and the read
+  }
+}
+
 /** The pid of a server running on `dataDir` now, by its `postmaster.pid`. */
 export const livePostmaster = (dataDir: string) => {
-  const file = join(dataDir, "postmaster.pid")
-  if (!existsSync(file)) return undefined
-  const pid = Number(readFileSync(file, "utf8").split("\n")[0])
+  const [first] = pidFile(dataDir)
+  if (first === undefined) return undefined
+  const pid = Number(first)
   return EmbeddedServerOwner.isAlive(pid) ? pid : undefined
 }
 
@@ -58,25 +66,19 @@ const stop = (postmaster: EmbeddedProcess.Watched) =>
 
 /** Whether `postmaster.pid` says the server of `pid` accepts connections. */
 const statusReady = (dataDir: string, pid: number | undefined) => {
-  try {
-    const lines = readFileSync(join(dataDir, "postmaster.pid"), "utf8").split("\n")
-    return Number(lines[0]) === pid && readyStatus.test(lines[7] ?? "")
-  } catch {
-    return false // not written yet
-  }
+  const lines = pidFile(dataDir)
+  return Number(lines[0]) === pid && readyStatus.test(lines[7] ?? "")
 }
 
 /**
- * Waits for the server to accept connections; fails with why if it exits first. The log line is
- * the quick sign; the status in `postmaster.pid` the sure one, since settings may keep the line
- * off stderr (`logging_collector`, `log_destination`) or translate it (`lc_messages`).
+ * Waits for the server to accept connections, by the status in `postmaster.pid` (its "ready to
+ * accept connections" log line may never reach stderr: `logging_collector`, `log_destination` and
+ * `lc_messages` are the server's settings); fails with why if it exits first.
  */
 const ready = (postmaster: EmbeddedProcess.Watched, port: number, dataDir: string) =>
   Effect.raceFirst(
-    Effect.callback<void, EmbeddedProcess.Ended>((resume) => {
-      const off = postmaster.onLine((line) => readyLine.test(line) && resume(Effect.void))
+    Effect.callback<never, EmbeddedProcess.Ended>((resume) => {
       void postmaster.ended.then((end) => resume(Effect.fail(end)))
-      return Effect.sync(off)
     }),
     Effect.gen(function* () {
       while (!statusReady(dataDir, postmaster.child.pid)) yield* Effect.sleep(statusEvery)

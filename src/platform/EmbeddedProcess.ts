@@ -28,13 +28,11 @@ export interface Watched {
   readonly child: ChildProcess
   readonly ended: Promise<Ended>
   readonly hasEnded: () => boolean
-  readonly onLine: (f: (line: string) => void) => () => void
   readonly recentLog: () => string
 }
 
 const watch = (child: ChildProcess, until: "exit" | "close"): Watched => {
   const lines: Array<string> = []
-  const listeners = new Set<(line: string) => void>()
   let partial = ""
   child.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
     const parts = (partial + chunk).split("\n")
@@ -42,7 +40,6 @@ const watch = (child: ChildProcess, until: "exit" | "close"): Watched => {
     for (const line of parts.map((l) => l.trim()).filter((l) => l.length > 0)) {
       lines.push(line)
       if (lines.length > 20) lines.shift()
-      for (const f of listeners) f(line)
     }
   })
   let done = false
@@ -57,10 +54,6 @@ const watch = (child: ChildProcess, until: "exit" | "close"): Watched => {
     child,
     ended,
     hasEnded: () => done,
-    onLine: (f) => {
-      listeners.add(f)
-      return () => listeners.delete(f)
-    },
     recentLog: () =>
       [...lines, partial.trim()]
         .filter((l) => l.length > 0)
@@ -70,8 +63,8 @@ const watch = (child: ChildProcess, until: "exit" | "close"): Watched => {
 }
 
 /**
- * Starts `file` as `user` in a process group of its own, with English messages (the readiness check
- * reads them). `until`: `exit` for the postmaster (its backends keep stderr open after it died),
+ * Starts `file` as `user` in a process group of its own, with English messages (a failed start's
+ * cause is read from them). `until`: `exit` for the postmaster (its backends keep stderr open after it died),
  * `close` for a process whose whole output matters.
  */
 export const start = (
