@@ -23,6 +23,13 @@
  * a reused token is the same bytes, so its signature check would give the same answer; `aud` and
  * `exp` are still checked on every message.
  *
+ * Sampling (`sample`, for the fan-out part only, which the issue allows to verify "a seeded sample
+ * of the messages, never fewer than 1 in 10"): a message to a subscription outside the seeded sample
+ * gets every check but the browser's decryption (`WebPushBrowser.checkSealed`), and arrives with
+ * seq -1. Every message, opened or not, arrives with its `Topic`, which bothy derives from the
+ * event and the registration (`PushMessageKey`), so the benchmark still ties each one to its event.
+ * The seed is the benchmark's, so the sender cannot know which messages are opened.
+ *
  * Stamps cross as absolute milliseconds (`performance.timeOrigin + performance.now()`) and are
  * handed back in the main thread's `performance.now()`.
  */
@@ -45,12 +52,27 @@ export interface Rejection {
   readonly reason: string
 }
 
-/** Every message that passed, in order of arrival; `at` in the main thread's `performance.now()`. */
+/**
+ * Every message that passed, in order of arrival; `at` in the main thread's `performance.now()`;
+ * `seq` -1 for a message outside the sample (not decrypted); `topic` its `Topic` header ("" for none).
+ */
 export interface Arrivals {
   readonly subscription: Array<number>
   readonly seq: Array<number>
   readonly at: Array<number>
+  readonly topic: Array<string>
 }
+
+/** Which messages are decrypted: those to subscriptions `index` with `sampled(sample, index)`. */
+export interface Sample {
+  /** One in `every` subscriptions (1: all). */
+  readonly every: number
+  readonly seed: number
+}
+
+/** Whether subscription `index` is in the sample: a multiplicative hash of the index, mixed with the seed. */
+export const sampled = (sample: Sample, index: number): boolean =>
+  sample.every <= 1 || (Math.imul(index ^ sample.seed, 0x9e3779b1) >>> 0) % sample.every === 0
 
 interface ThreadInput {
   readonly applicationServerKey: string
@@ -59,17 +81,20 @@ interface ThreadInput {
 type ToThread =
   | { readonly subscribe: number }
   | { readonly cpu: true }
+  | { readonly sample: Sample }
   | { readonly listen: ClientConfig; readonly channel: string; readonly payload: string }
 type FromThread =
   | { readonly ready: string }
   | { readonly subscribed: ReadonlyArray<Subscription> }
   | { readonly cpuMicros: number }
   | { readonly listening: true }
+  | { readonly sampling: Sample }
   | {
       readonly arrivals: {
         readonly subscription: Int32Array
         readonly seq: Float64Array
         readonly at: Float64Array
+        readonly topic: ReadonlyArray<string>
       }
       readonly rejections: ReadonlyArray<Rejection>
       readonly notified: Float64Array
@@ -86,7 +111,7 @@ export const start = (applicationServerKey: string) =>
       Effect.sync(() => new Worker(new URL(import.meta.url), { workerData: { applicationServerKey } })),
       (w) => Effect.promise(() => w.terminate()),
     )
-    const arrivals: Arrivals = { subscription: [], seq: [], at: [] }
+    const arrivals: Arrivals = { subscription: [], seq: [], at: [], topic: [] }
     const rejections: Array<Rejection> = []
     const notified: Array<number> = []
     const replies: Array<{ readonly accepts: (m: FromThread) => boolean; readonly fail: (e: Error) => void }> = []
@@ -101,6 +126,7 @@ export const start = (applicationServerKey: string) =>
           arrivals.subscription.push(m.arrivals.subscription[k]!)
           arrivals.seq.push(m.arrivals.seq[k]!)
           arrivals.at.push(m.arrivals.at[k]! - performance.timeOrigin)
+          arrivals.topic.push(m.arrivals.topic[k]!)
         }
         rejections.push(...m.rejections)
         for (const at of m.notified) notified.push(at - performance.timeOrigin)
@@ -141,6 +167,8 @@ export const start = (applicationServerKey: string) =>
       listen: (connection: ClientConfig, channel: string, payload: string) =>
         ask({ listen: connection, channel, payload }, (m) => ("listening" in m ? true : undefined)),
       notified,
+      /** From now on, decrypts only the messages to subscriptions in `sample` (see the header). */
+      sample: (sample: Sample) => ask({ sample }, (m) => ("sampling" in m ? m.sampling : undefined)),
       /** CPU time the service's thread has used so far, in µs. */
       cpuMicros: ask({ cpu: true }, (m) => ("cpuMicros" in m ? m.cpuMicros : undefined)),
     }
@@ -168,7 +196,14 @@ const seqOf = (plaintext: string): number | string => {
 const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => {
   const browsers: Array<WebPushBrowser.Browser> = []
   const verified = new Map<string, WebPushBrowser.VerifiedToken>()
-  let pending = { subscription: [] as Array<number>, seq: [] as Array<number>, at: [] as Array<number> }
+  const empty = () => ({
+    subscription: [] as Array<number>,
+    seq: [] as Array<number>,
+    at: [] as Array<number>,
+    topic: [] as Array<string>,
+  })
+  let pending = empty()
+  let sample: Sample = { every: 1, seed: 0 }
   let rejected: Array<Rejection> = []
   let notified: Array<number> = []
   let origin = ""
@@ -186,19 +221,28 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
         response.writeHead(status).end(reason)
       }
       if (browser === undefined) return refuse(404, "no such subscription")
-      const checked = WebPushBrowser.check({ headers: request.headers, body: Buffer.concat(chunks) }, browser, {
+      const message = { headers: request.headers, body: Buffer.concat(chunks) }
+      const service = {
         origin,
         nowSeconds: Math.floor(at / 1000),
         applicationServerKey: input.applicationServerKey,
         verified,
-      })
-      if (!checked.ok) return refuse(checked.status, checked.reason)
-      const plaintext = checked.value.plaintext
-      const seq = seqOf(plaintext)
-      if (typeof seq === "string") return refuse(400, seq)
+      }
+      let seq = -1
+      if (sampled(sample, index)) {
+        const checked = WebPushBrowser.check(message, browser, service)
+        if (!checked.ok) return refuse(checked.status, checked.reason)
+        const opened = seqOf(checked.value.plaintext)
+        if (typeof opened === "string") return refuse(400, opened)
+        seq = opened
+      } else {
+        const checked = WebPushBrowser.checkSealed(message, service)
+        if (!checked.ok) return refuse(checked.status, checked.reason)
+      }
       pending.subscription.push(index)
       pending.seq.push(seq)
       pending.at.push(at)
+      pending.topic.push(String(request.headers.topic ?? ""))
       response.writeHead(201).end()
     })
   })
@@ -210,6 +254,7 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
       subscription: Int32Array.from(pending.subscription),
       seq: Float64Array.from(pending.seq),
       at: Float64Array.from(pending.at),
+      topic: pending.topic,
     }
     port.postMessage({ arrivals, rejections: rejected, notified: stamps } satisfies FromThread, [
       arrivals.subscription.buffer,
@@ -217,7 +262,7 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
       arrivals.at.buffer,
       stamps.buffer,
     ])
-    pending = { subscription: [], seq: [], at: [] }
+    pending = empty()
     rejected = []
     notified = []
   }, flushMillis)
@@ -226,6 +271,11 @@ const runThread = (input: ThreadInput, port: NonNullable<typeof parentPort>) => 
     if ("cpu" in m) {
       const used = process.threadCpuUsage()
       port.postMessage({ cpuMicros: used.user + used.system } satisfies FromThread)
+      return
+    }
+    if ("sample" in m) {
+      sample = m.sample
+      port.postMessage({ sampling: sample } satisfies FromThread)
       return
     }
     if ("listen" in m) {

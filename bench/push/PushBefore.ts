@@ -106,7 +106,13 @@ export const measure = (sizes: ChildSizes) =>
       ? yield* TreeBench.compare(
           trees,
           "push",
-          { BENCH_PUSH_PARTS: "fanOut", BENCH_REPEATS: "1", BENCH_PUSH_FANOUT_MEMBERS: String(sizes.fanOutMembers) },
+          {
+            BENCH_PUSH_PARTS: "fanOut",
+            BENCH_REPEATS: "1",
+            BENCH_PUSH_FANOUT_MEMBERS: String(sizes.fanOutMembers),
+            // The earlier tree's push service decrypts every message: so does ours here, alike.
+            BENCH_PUSH_FANOUT_VERIFY_EVERY: "1",
+          },
           config.repeats,
         )
       : undefined
@@ -149,7 +155,7 @@ export const measure = (sizes: ChildSizes) =>
         handoffRate: config.handoffRate,
         repeats: config.repeats,
         trees: trees.map((t) => ({ label: t.label, commit: t.commit, changed: t.changed ?? false })),
-        run: "each run a fresh child process (bench/run.ts push, BENCH_PUSH_PARTS=fanOut or handoff, BENCH_REPEATS=1; the fan-out runs once with the token reused and once signing each request; the handoff without its consumer baseline) with an embedded server of its own, the trees in rotating order",
+        run: "each run a fresh child process (bench/run.ts push, BENCH_PUSH_PARTS=fanOut or handoff, BENCH_REPEATS=1; the fan-out runs once with the token reused and once signing each request, its push service decrypting every message in both trees; the handoff without its consumer baseline) with an embedded server of its own, the trees in rotating order",
       },
       rows: [
         ...(fanOutRow === undefined

@@ -10,8 +10,11 @@
  *   CPU: from just before the append until every job is final; this process minus the push
  *   service's thread (the sender: consumer, job worker, completer), and the server's processes
  *
- * Checked after every run: each of the N registrations got exactly one message for the event, and
- * it decrypted; a run that fails the check has no figure. Pushes are counted from what the push
+ * Checked after every run: each of the N registrations got exactly one message for the event, with
+ * the `Topic` bothy derives from that event and registration, every message passed the push
+ * service's checks (VAPID token, headers, the aes128gcm header), and those of a seeded sample of
+ * the registrations (`verifyEvery`: one in that many, at most 10, as the issue allows for this
+ * part) decrypted to an envelope naming the event; a run that fails the check has no figure. Pushes are counted from what the push
  * service received, not from the jobs: a batch job's args list only the registrations it has left.
  */
 import { Effect } from "effect"
@@ -26,7 +29,7 @@ import * as CpuProfile from "../harness/CpuProfile.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
 import { distribution } from "../harness/Distribution.ts"
 import { round3 } from "../harness/Figures.ts"
-import type { BenchPushService, Subscription } from "./BenchPushService.ts"
+import { type BenchPushService, type Sample, type Subscription, sampled } from "./BenchPushService.ts"
 import * as EventLoopDelay from "./EventLoopDelay.ts"
 import * as PushSample from "./PushSample.ts"
 import * as PushTrace from "./PushTrace.ts"
@@ -37,34 +40,99 @@ export interface PushBurstConfig {
   readonly workerConnections: number
   readonly batchSize: number
   readonly cooldownMs: number
+  /** The push service decrypts the messages of one registration in this many (1: all; at most 10). */
+  readonly verifyEvery: number
   /** Bound on the wait for every message (and every job to be final). */
   readonly drainSeconds: number
 }
 
 export const space = "burst"
 
-/** By registration, the first arrival of the event's message at the push service; the rest are duplicates or strays. */
+/**
+ * By registration, the first arrival of the event's message at the push service; the rest are
+ * duplicates or strays. A message is the event's when its `Topic` is the one bothy derives from the
+ * event and the registration, and, when it was decrypted, its envelope names the event.
+ */
 const tallyArrivals = (
   service: BenchPushService,
   from: number,
   members: ReadonlyArray<PushSample.Registered>,
-  seq: number,
+  event: { readonly epoch: number; readonly seq: number },
 ) => {
   const n = members.length
   const slotOf = new Map(members.map((m, k) => [m.subscription, k]))
+  const topics = members.map((m) =>
+    PushMessageKey.topic(PushMessageKey.make(event.epoch, m.registration, BigInt(event.seq))),
+  )
   const arrivedAt = new Float64Array(n).fill(Number.NaN)
   let duplicates = 0
   let unexpected = 0
+  let opened = 0
   const { arrivals } = service
   for (let k = from; k < arrivals.at.length; k++) {
     const slot = slotOf.get(arrivals.subscription[k]!)
-    if (slot === undefined || arrivals.seq[k] !== seq) unexpected++
+    const seq = arrivals.seq[k]!
+    if (slot === undefined || arrivals.topic[k] !== topics[slot] || (seq !== -1 && seq !== event.seq)) unexpected++
     else if (!Number.isNaN(arrivedAt[slot]!)) duplicates++
-    else arrivedAt[slot] = arrivals.at[k]!
+    else {
+      arrivedAt[slot] = arrivals.at[k]!
+      if (seq !== -1) opened++
+    }
   }
   const missing = arrivedAt.reduce((m, a) => m + (Number.isNaN(a) ? 1 : 0), 0)
-  return { arrivedAt, duplicates, unexpected, missing }
+  return { arrivedAt, duplicates, unexpected, missing, opened }
 }
+
+/** Exactly once, by registration, and everything final: the run's check, and each registration's arrival. */
+const judge = (
+  service: BenchPushService,
+  members: ReadonlyArray<PushSample.Registered>,
+  run: {
+    readonly event: { readonly epoch: number; readonly seq: number }
+    readonly sample: Sample
+    readonly received0: number
+    readonly rejected0: number
+    readonly pending: number
+  },
+) =>
+  Effect.gen(function* () {
+    const n = members.length
+    const { arrivedAt, duplicates, unexpected, missing, opened } = tallyArrivals(
+      service,
+      run.received0,
+      members,
+      run.event,
+    )
+    const inSample = members.filter((m) => sampled(run.sample, m.subscription)).length
+    const rejections = service.rejections.slice(run.rejected0)
+    const jobs = yield* PushSample.jobsOfRun
+    const passed =
+      missing === 0 &&
+      duplicates === 0 &&
+      unexpected === 0 &&
+      rejections.length === 0 &&
+      run.pending === 0 &&
+      opened === inSample
+    const check = {
+      passed,
+      rule: "each registration of the space got exactly one message for the event (its Topic derived from the event and the registration), with a valid VAPID token and aes128gcm header; those of the seeded sample decrypted to an envelope naming the event; every job final",
+      expected: n,
+      arrived: n - missing,
+      /** The seeded sample: registrations whose message was decrypted (one in `every`). */
+      sample: { ...run.sample, registrations: inSample, opened },
+      missing,
+      duplicates,
+      unexpected,
+      rejections: rejections.length,
+      firstRejections: rejections.slice(0, 5),
+      pendingJobsAtEnd: run.pending,
+      jobsByState: jobs.states,
+      /** Batch jobs that recorded an error (a retry, or dead registrations named in the reason). */
+      jobsWithErrors: jobs.withErrors,
+      firstJobErrors: jobs.firstErrors,
+    }
+    return { arrivedAt, check }
+  })
 
 export const measure = (
   config: PushBurstConfig,
@@ -98,6 +166,8 @@ export const measure = (
     const received0 = service.received()
     const rejected0 = service.rejections.length
     const notified0 = service.notified.length
+    const sample = { every: config.verifyEvery, seed: Math.floor(Math.random() * 2 ** 31) }
+    yield* service.sample(sample)
 
     const postmaster = CpuUsage.postmasterPid(server.dataDir)
     const cpu0 = CpuUsage.sample(postmaster)
@@ -112,6 +182,7 @@ export const measure = (
     )
     const committedAt = performance.now()
     const seq = Number(appended.lastSeq)
+    const epoch = appended.epoch
 
     const deadline = committedAt + config.drainSeconds * 1000
     while (service.received() - received0 < n && performance.now() < deadline) yield* Effect.sleep("10 millis")
@@ -127,28 +198,15 @@ export const measure = (
     const eventLoopDelayMs = loop.read()
     yield* Effect.sleep("100 millis") // duplicates already on their way
 
-    // ---- exactly once, by registration ----
-    const { arrivedAt, duplicates, unexpected, missing } = tallyArrivals(service, received0, members, seq)
-    const rejections = service.rejections.slice(rejected0)
-    const jobs = yield* PushSample.jobsOfRun
-    const pushes = n - missing
-    const passed = missing === 0 && duplicates === 0 && unexpected === 0 && rejections.length === 0 && pending === 0
-    const check = {
-      passed,
-      rule: "each registration of the space got exactly one message for the event, with a valid VAPID token, decrypted; every job final",
-      expected: n,
-      arrived: n - missing,
-      missing,
-      duplicates,
-      unexpected,
-      rejections: rejections.length,
-      firstRejections: rejections.slice(0, 5),
-      pendingJobsAtEnd: pending,
-      jobsByState: jobs.states,
-      /** Batch jobs that recorded an error (a retry, or dead registrations named in the reason). */
-      jobsWithErrors: jobs.withErrors,
-      firstJobErrors: jobs.firstErrors,
-    }
+    const { arrivedAt, check } = yield* judge(service, members, {
+      event: { epoch, seq },
+      sample,
+      received0,
+      rejected0,
+      pending,
+    })
+    const { passed } = check
+    const pushes = n - check.missing
 
     // ---- figures ----
     const first = Math.min(...Array.from(arrivedAt).filter((a) => !Number.isNaN(a)))
@@ -203,7 +261,7 @@ export const measure = (
         send: perMessage((r) => r.sends),
       },
     }
-  }).pipe(Effect.scoped)
+  }).pipe(Effect.ensuring(world.service.sample({ every: 1, seed: 0 })), Effect.scoped)
 
 export type PushBurstResult = Effect.Success<ReturnType<typeof measure>>
 

@@ -163,20 +163,22 @@ export interface Message {
 }
 
 /**
- * Every check above, in the order a push service and then the browser make them. `verified` is an
- * optional cache of tokens whose signature already verified (a load test's service sees the same
- * token thousands of times; its claims are still judged on every message).
+ * Every check above but the browser's, in the order a push service makes them, and the body's
+ * aes128gcm header (RFC 8188 §2.1): a 16-byte salt, a record size that holds the one record, and a
+ * 65-byte key id that is an uncompressed P-256 point. What a push service knows of a message it
+ * does not decrypt. `verified` is an optional cache of tokens whose signature already verified (a
+ * load test's service sees the same token thousands of times; its claims are still judged on every
+ * message).
  */
-export const check = (
+export const checkSealed = (
   message: Message,
-  browser: Pick<Browser, "ecdh" | "authSecret">,
   service: {
     readonly origin: string
     readonly nowSeconds: number
     readonly applicationServerKey: string | undefined
     readonly verified?: Map<string, VerifiedToken>
   },
-): Checked<{ readonly plaintext: string; readonly vapid: VapidClaims }> => {
+): Checked<VapidClaims> => {
   const authorization = message.headers.authorization
   const cached = authorization === undefined ? undefined : service.verified?.get(authorization)
   const token = cached === undefined ? verifyToken(authorization, service.applicationServerKey) : ok(cached)
@@ -186,6 +188,30 @@ export const check = (
   if (cached === undefined && authorization !== undefined) service.verified?.set(authorization, token.value)
   if (message.headers["content-encoding"] !== "aes128gcm") return no(400, "Content-Encoding is not aes128gcm")
   if (!/^\d+$/.test(String(message.headers.ttl ?? ""))) return no(400, "TTL is missing or not a number")
+  const header = checkRecordHeader(message.body)
+  return header.ok ? vapid : header
+}
+
+/**
+ * The aes128gcm header of a Web Push body (RFC 8188 §2.1, RFC 8291 §4): a 16-byte salt, a record
+ * size that holds the one record, and a 65-byte key id that is an uncompressed P-256 point; then
+ * one record of at least a padding delimiter and the 16-byte tag.
+ */
+export const checkRecordHeader = (body: Buffer): Checked<void> => {
+  if (body.length < 86 + 17) return no(400, `body of ${body.length} bytes is shorter than one aes128gcm record`)
+  if (body.readUInt8(20) !== 65 || body.readUInt8(21) !== 4) return no(400, "key id is not an uncompressed P-256 key")
+  if (body.readUInt32BE(16) < body.length - 86) return no(400, "record size is smaller than the record")
+  return ok(undefined)
+}
+
+/** `checkSealed`, then the browser's decryption: every check above. */
+export const check = (
+  message: Message,
+  browser: Pick<Browser, "ecdh" | "authSecret">,
+  service: Parameters<typeof checkSealed>[1],
+): Checked<{ readonly plaintext: string; readonly vapid: VapidClaims }> => {
+  const vapid = checkSealed(message, service)
+  if (!vapid.ok) return vapid
   const plaintext = decrypt(message.body, browser)
   return plaintext.ok ? ok({ plaintext: plaintext.value, vapid: vapid.value }) : plaintext
 }

@@ -34,6 +34,25 @@ const eceDecrypt = (body: Buffer, b: ReturnType<typeof browser>) =>
 const payloads = ["", "{}", "Grüße ✓ 🎉", "x".repeat(PushRequest.maxPlaintextBytes)]
 
 describe("PushEncryptionRecord", () => {
+  it("the aes128gcm header a push service checks without decrypting: RFC 8291's body passes; cut short, another key id or a record size below the record fails", () => {
+    const body = b64(rfc.body)
+    assert.deepStrictEqual(WebPushBrowser.checkRecordHeader(body), { ok: true, value: undefined })
+    const refused = (changed: Buffer) => {
+      const checked = WebPushBrowser.checkRecordHeader(changed)
+      assert.isFalse(checked.ok)
+      if (!checked.ok) assert.strictEqual(checked.status, 400)
+    }
+    refused(body.subarray(0, 86 + 16))
+    const otherIdLength = Buffer.from(body)
+    otherIdLength.writeUInt8(64, 20)
+    refused(otherIdLength)
+    const compressedKey = Buffer.from(body)
+    compressedKey.writeUInt8(2, 21)
+    refused(compressedKey)
+    const smallRecords = Buffer.from(body)
+    smallRecords.writeUInt32BE(body.length - 87, 16)
+    refused(smallRecords)
+  })
   it("PushEncryptionMatchesReference: RFC 8291's worked example, byte for byte, by this construction and by web-push's; both decrypt it with the RFC's browser key", () => {
     const fixed = { ephemeralPrivateKey: b64(rfc.asPrivate), salt: b64(rfc.salt) }
     const ours = PushEncryptionRecord.encrypt(Buffer.from(rfc.plaintext), b64(rfc.uaPublic), b64(rfc.authSecret), fixed)
