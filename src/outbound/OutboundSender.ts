@@ -27,7 +27,7 @@ import { Agent } from "undici"
 import { LruCache } from "../platform/LruCache.ts"
 import { safeLookup } from "./CheckedDialer.ts"
 import * as Exchange from "./Exchange.ts"
-import { parseTarget, type TargetPolicy, UnsafeWebhookTarget } from "./OutboundTarget.ts"
+import { type HostRefusal, hostRefusal, parseTarget, type TargetPolicy, UnsafeWebhookTarget } from "./OutboundTarget.ts"
 
 /**
  * Why an attempt got no usable answer. `auth_token`: the endpoint's OAuth2 token could not be had,
@@ -143,16 +143,32 @@ const refusalOf = (e: UnsafeWebhookTarget) => `${e.reason}: ${e.detail}`
 
 // A URL checks out the same way under the same policy every time (no DNS is involved), and a
 // subscription's URL is sent to again and again: parsing and checking it for each request was
-// 3.7 % of the webhook worker's main thread. The URL kept is only read, never changed.
-const checkedTargets = new WeakMap<TargetPolicy, LruCache<string, Result.Result<URL, UnsafeWebhookTarget>>>()
+// 3.7 % of the webhook worker's main thread. The URL kept is only read, never changed. A push
+// fan-out sends to more distinct URLs than any cache keeps, all on a few push services: the
+// verdict on a scheme and host is kept apart, so a URL not seen before is only parsed.
+const checkedTargets = new WeakMap<
+  TargetPolicy,
+  {
+    readonly urls: LruCache<string, Result.Result<URL, UnsafeWebhookTarget>>
+    readonly hosts: LruCache<string, { readonly refusal: HostRefusal }>
+  }
+>()
 
 const checkedTarget = (raw: string, policy: TargetPolicy) => {
   let cache = checkedTargets.get(policy)
   if (cache === undefined) {
-    cache = new LruCache(10_000)
+    cache = { urls: new LruCache(10_000), hosts: new LruCache(1_000) }
     checkedTargets.set(policy, cache)
   }
-  return cache.getOrSet(raw, () => parseTarget(raw, policy))
+  const { hosts } = cache
+  return cache.urls.getOrSet(raw, () =>
+    parseTarget(
+      raw,
+      policy,
+      (url) =>
+        hosts.getOrSet(`${url.protocol}//${url.hostname}`, () => ({ refusal: hostRefusal(url, policy) })).refusal,
+    ),
+  )
 }
 
 const decoder = new TextDecoder("utf-8")

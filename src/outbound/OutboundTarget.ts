@@ -115,37 +115,54 @@ export const redactUrl = (raw: string): string => {
 const refuse = (raw: string, reason: UnsafeWebhookTarget["reason"], detail: string) =>
   new UnsafeWebhookTarget({ url: redactUrl(raw), reason, detail })
 
+/** Why a URL's scheme and host are refused, as `UnsafeWebhookTarget` says it; `undefined`: they pass. */
+export type HostRefusal = readonly [reason: UnsafeWebhookTarget["reason"], detail: string] | undefined
+
 /**
- * Everything about a URL that can be decided without DNS: it parses, the scheme is https (or
- * http to a loopback host under `allowHttpLoopback`), it has no credentials, and an IP literal
- * host is an allowed address. WHATWG URL parsing has already turned numeric IPv4 forms
- * (`http://2130706433/`, `0x7f.1`) into dotted quads, so they are checked like any literal.
+ * What `parseTarget` decides from a URL's scheme and host alone, the same for every URL that shares
+ * them (a push service's endpoints differ only in their paths): the scheme is https (or http to a
+ * loopback host under `allowHttpLoopback`), and an IP literal host is an allowed address.
+ */
+export const hostRefusal = (url: URL, policy: TargetPolicy): HostRefusal => {
+  if (url.protocol === "http:") {
+    if (!policy.allowHttpLoopback || !isLoopbackHost(url.hostname)) {
+      return ["HttpNotAllowed", `plain http is refused; use https (${loopbackHint})`]
+    }
+  } else if (url.protocol !== "https:") {
+    return ["BadScheme", `scheme ${url.protocol} is refused; use https`]
+  }
+  if (isAllowedHost(url.hostname, policy)) return undefined
+  if (Option.isSome(IpRange.parseAddress(url.hostname))) {
+    const why = checkAddress(url.hostname, policy)
+    if (Option.isSome(why)) return ["BlockedAddress", `${unbracket(url.hostname)} is ${why.value}`]
+  }
+  return undefined
+}
+
+/**
+ * Everything about a URL that can be decided without DNS: it parses, its scheme and host pass
+ * (`hostRefusal`, which `refusalOf` may answer from a cache keyed by both), and it has no
+ * credentials. WHATWG URL parsing has already turned numeric IPv4 forms (`http://2130706433/`,
+ * `0x7f.1`) into dotted quads, so they are checked like any literal.
  *
  * The sender uses this alone before each delivery and leaves host names to `CheckedDialer.safeLookup`.
  */
-export const parseTarget = (raw: string, policy: TargetPolicy): Result.Result<URL, UnsafeWebhookTarget> => {
+export const parseTarget = (
+  raw: string,
+  policy: TargetPolicy,
+  refusalOf: (url: URL) => HostRefusal = (url) => hostRefusal(url, policy),
+): Result.Result<URL, UnsafeWebhookTarget> => {
   const url = URL.parse(raw)
   if (url === null) return Result.fail(refuse(raw, "BadUrl", "not an absolute URL"))
-  if (url.protocol === "http:") {
-    if (!policy.allowHttpLoopback || !isLoopbackHost(url.hostname)) {
-      return Result.fail(refuse(raw, "HttpNotAllowed", `plain http is refused; use https (${loopbackHint})`))
-    }
-  } else if (url.protocol !== "https:") {
-    return Result.fail(refuse(raw, "BadScheme", `scheme ${url.protocol} is refused; use https`))
-  }
+  const refusal = refusalOf(url)
+  // A scheme refusal comes first, as it always did; the credentials before the host's address.
+  if (refusal !== undefined && refusal[0] !== "BlockedAddress") return Result.fail(refuse(raw, ...refusal))
   if (url.username !== "" || url.password !== "") {
     return Result.fail(
       refuse(raw, "Credentials", "the URL carries a username or password; send secrets in headers instead"),
     )
   }
-  if (isAllowedHost(url.hostname, policy)) return Result.succeed(url)
-  if (Option.isSome(IpRange.parseAddress(url.hostname))) {
-    const why = checkAddress(url.hostname, policy)
-    if (Option.isSome(why)) {
-      return Result.fail(refuse(raw, "BlockedAddress", `${unbracket(url.hostname)} is ${why.value}`))
-    }
-  }
-  return Result.succeed(url)
+  return refusal === undefined ? Result.succeed(url) : Result.fail(refuse(raw, ...refusal))
 }
 
 const systemResolve = async (host: string): Promise<ReadonlyArray<ResolvedAddress>> =>
