@@ -6,9 +6,10 @@
  * What it keeps true: one write at a time, in order, each of everything settled so far (what is left
  * only shrinks, so a later write never gives a settled registration back); the last one, with the
  * jobs split off, after every other. A write that starts while another runs is left to the next
- * (group commit): as many writes as the database takes while the batch runs, never one per
- * registration. Once a write finds the job no longer held by this attempt (put back, claimed
- * again), `lost` is set and nothing more is written.
+ * (group commit), and a write starts only once the fibers resumed in the same turn settled too:
+ * as many writes as the database takes while the batch runs, never one per registration. Once a
+ * write finds the job no longer held by this attempt (put back, claimed again), `lost` is set and
+ * nothing more is written.
  */
 import { Duration, Effect, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
@@ -39,13 +40,19 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
   Effect.gen(function* () {
     const writes = yield* Semaphore.make(1)
     let lost = false
+    // A write is running: a flush has nothing to start (the running write's loop takes its settle).
+    let writing = false
     const record = (...r: Parameters<typeof JobProgress.record>) =>
-      JobProgress.record(...r).pipe(
+      Effect.suspend(() => {
+        writing = true
+        return JobProgress.record(...r)
+      }).pipe(
         Effect.provideService(SqlClient.SqlClient, sql),
         Effect.map((held) => {
           lost ||= !held
           return held
         }),
+        Effect.ensuring(Effect.sync(() => (writing = false))),
       )
     const writeLeft: Effect.Effect<void, SqlError> = Effect.suspend(() => {
       if (ledger.unrecorded === 0 || lost) return Effect.void
@@ -59,7 +66,14 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
     })
     const progress: PushProgress = {
       lost: () => lost,
-      flush: writes.withPermitsIfAvailable(1)(writeLeft).pipe(Effect.ignore),
+      // After the fibers resumed with this one (answers read in the same turn) have settled too, so
+      // that one write records them all: without the yield, the first answer of a turn wrote alone
+      // and the rest waited for a second write (2.5 writes a job of three registrations).
+      flush: Effect.suspend(() =>
+        ledger.unrecorded === 0 || lost || writing
+          ? Effect.void
+          : Effect.andThen(Effect.yieldNow, writes.withPermitsIfAvailable(1)(writeLeft)).pipe(Effect.ignore),
+      ),
       lastWord: writes
         .withPermit(writeLeft)
         .pipe(Effect.interruptible, Effect.timeoutOption(lastWordTimeout), Effect.ignore),
