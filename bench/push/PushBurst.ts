@@ -14,8 +14,9 @@
  * the `Topic` bothy derives from that event and registration, every message passed the push
  * service's checks (VAPID token, headers, the aes128gcm header), and those of a seeded sample of
  * the registrations (`verifyEvery`: one in that many, at most 10, as the issue allows for this
- * part) decrypted to an envelope naming the event; a run that fails the check has no figure. Pushes are counted from what the push
- * service received, not from the jobs: a batch job's args list only the registrations it has left.
+ * part) decrypted to an envelope naming the event; a run that fails the check has no figure.
+ * Pushes are counted from what the push service received, not from the jobs: a batch job's args
+ * list only the registrations it has left.
  */
 import { Effect } from "effect"
 import { EventLog } from "../../src/log/EventLog.ts"

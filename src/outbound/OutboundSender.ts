@@ -145,7 +145,8 @@ const refusalOf = (e: UnsafeWebhookTarget) => `${e.reason}: ${e.detail}`
 // subscription's URL is sent to again and again: parsing and checking it for each request was
 // 3.7 % of the webhook worker's main thread. The URL kept is only read, never changed. A push
 // fan-out sends to more distinct URLs than any cache keeps, all on a few push services: the
-// verdict on a scheme and host is kept apart, so a URL not seen before is only parsed.
+// verdict on a scheme and host is kept apart, so a URL not seen before is only parsed. (A verdict
+// is boxed: `undefined`, "they pass", is also how the cache says "not kept".)
 const checkedTargets = new WeakMap<
   TargetPolicy,
   {

@@ -64,8 +64,8 @@ const watch = (child: ChildProcess, until: "exit" | "close"): Watched => {
 
 /**
  * Starts `file` as `user` in a process group of its own, with English messages (a failed start's
- * cause is read from them). `until`: `exit` for the postmaster (its backends keep stderr open after it died),
- * `close` for a process whose whole output matters.
+ * cause is read from them). `until`: `exit` for the postmaster (its backends keep stderr open after
+ * it died), `close` for a process whose whole output matters.
  */
 export const start = (
   file: string,
