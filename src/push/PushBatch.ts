@@ -55,10 +55,12 @@ export class Ledger {
   unrecorded = 0
 
   readonly registrations: ReadonlyArray<string>
+  private readonly distinct: number
 
   /** `dead`: the ones an earlier attempt found dead (`BatchArgs.dead`), named again when the job ends. */
   constructor(registrations: ReadonlyArray<string>, dead: Readonly<Record<string, string>> = {}) {
     this.registrations = registrations
+    this.distinct = new Set(registrations).size
     for (const [registration, reason] of Object.entries(dead)) this.dead.set(registration, reason)
   }
 
@@ -97,6 +99,11 @@ export class Ledger {
     return this.throttled.has(origin)
   }
 
+  /** Whether every registration settled: the attempt's plan is then Done, or Dead naming its dead. */
+  allSettled(): boolean {
+    return this.settled.size === this.distinct
+  }
+
   /** Every registration not settled, in the batch's order. */
   left(): Array<string> {
     return this.registrations.filter((r) => !this.settled.has(r))
@@ -104,11 +111,13 @@ export class Ledger {
 
   /** What to record and do once every registration of the attempt was tried; `ttl` bounds a wait. */
   plan(ttl: Duration.Duration): Plan {
-    const waits = [...this.throttled.values()].map((t) => ({
-      registrations: this.registrations.filter((r) => t.registrations.includes(r)),
-      delay: Duration.min(t.delay, ttl),
-    }))
-    const failed = this.left().filter((r) => this.failed.has(r))
+    const left = this.left()
+    // Only what is left: a settled registration never goes into a split job, whatever came first.
+    const waits = [...this.throttled.values()].flatMap((t) => {
+      const registrations = left.filter((r) => t.registrations.includes(r))
+      return registrations.length === 0 ? [] : [{ registrations, delay: Duration.min(t.delay, ttl) }]
+    })
+    const failed = left.filter((r) => this.failed.has(r))
     const total = new Set([...this.registrations, ...this.dead.keys()]).size
     // A snooze records no reason: with a death to name, the throttled ones go to a job of their own.
     if (failed.length === 0 && waits.length === 1 && this.dead.size === 0) {
