@@ -7,7 +7,8 @@
  * only shrinks, so a later write never gives a settled registration back); the last one, with the
  * jobs split off, after every other. A write that starts while another runs is left to the next
  * (group commit), and a write starts only once the fibers resumed in the same turn settled too:
- * as many writes as the database takes while the batch runs, never one per registration. Once a
+ * as many writes as the database takes while the batch runs, never one per registration, and none
+ * for the settling that leaves nothing (the job's outcome records that). Once a
  * write finds the job no longer held by this attempt (put back, claimed again), `lost` is set and
  * nothing more is written.
  */
@@ -54,16 +55,20 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
         }),
         Effect.ensuring(Effect.sync(() => (writing = false))),
       )
-    const writeLeft: Effect.Effect<void, SqlError> = Effect.suspend(() => {
-      if (ledger.unrecorded === 0 || lost) return Effect.void
-      const recorded = ledger.unrecorded
-      return record(job, batchArgsJson(args, ledger.left(), ledger.deaths())).pipe(
-        Effect.andThen(() => {
-          ledger.unrecorded -= recorded
-          return writeLeft
-        }),
-      )
-    })
+    // `whileRunning`: a write the batch's own settling asked for. Once every registration has
+    // settled, the attempt ends done or dead, and the job's outcome (`JobCompleter`, as soon as the
+    // attempt returns) records that: a progress write then would be a statement for nothing.
+    const writeLeft = (whileRunning: boolean): Effect.Effect<void, SqlError> =>
+      Effect.suspend(() => {
+        if (ledger.unrecorded === 0 || lost || (whileRunning && ledger.allSettled())) return Effect.void
+        const recorded = ledger.unrecorded
+        return record(job, batchArgsJson(args, ledger.left(), ledger.deaths())).pipe(
+          Effect.andThen(() => {
+            ledger.unrecorded -= recorded
+            return writeLeft(whileRunning)
+          }),
+        )
+      })
     const progress: PushProgress = {
       lost: () => lost,
       // After the fibers resumed with this one (answers read in the same turn) have settled too, so
@@ -73,10 +78,10 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
       flush: Effect.suspend(() =>
         ledger.unrecorded === 0 || lost || writing
           ? Effect.void
-          : Effect.andThen(Effect.yieldNow, writes.withPermitsIfAvailable(1)(writeLeft)).pipe(Effect.ignore),
+          : Effect.andThen(Effect.yieldNow, writes.withPermitsIfAvailable(1)(writeLeft(true))).pipe(Effect.ignore),
       ),
       lastWord: writes
-        .withPermit(writeLeft)
+        .withPermit(writeLeft(false))
         .pipe(Effect.interruptible, Effect.timeoutOption(lastWordTimeout), Effect.ignore),
       last: (keep, split) =>
         lost
