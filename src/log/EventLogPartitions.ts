@@ -64,13 +64,40 @@ export const source = (
   if (days === undefined) return sql`event_log`
   const branches = days.map(
     (day) => sql`
-      SELECT ${sql.literal(columns)} FROM ${sql(day)} WHERE (
-        SELECT NOT i.inhdetachpending FROM pg_inherits AS i
-        WHERE i.inhrelid = ${sql.literal(`'${day}'::regclass`)} AND i.inhparent = 'event_log'::regclass
-      )`,
+      SELECT ${sql.literal(columns)} FROM ${sql(day)} WHERE ${attached(sql, day)}`,
   )
   return sql`(${sql.join(" UNION ALL ", false)(branches)})`
 }
+
+/** Whether the day partition `day` is attached to the log and not pending detach, as SQL (NULL: not a partition of it). */
+const attached = (sql: SqlClient.SqlClient, day: string) => sql`(
+  SELECT NOT i.inhdetachpending FROM pg_inherits AS i
+  WHERE i.inhrelid = ${sql.literal(`'${day}'::regclass`)} AND i.inhparent = 'event_log'::regclass
+)`
+
+/**
+ * How the day that holds a time is laid out: split into hour leaves (every day created since
+ * migration 0017), or whole (a day created before it, and the day an install first migrated).
+ * @internal
+ */
+export type DayForm = "hours" | "whole"
+
+/**
+ * The leaf that holds `at` in a day of `form`: its hour leaf, or the whole day.
+ * @internal
+ */
+export const leafName = (at: Date, form: DayForm): string =>
+  form === "whole" ? dayName(at) : `${dayName(at)}_h${at.toISOString().slice(11, 13)}`
+
+/**
+ * `source` for the one leaf that holds `at`, by name: a statement over it has no partitions to
+ * prune, so its generic plan is its custom plan. A leaf whose day is detached, or pending detach,
+ * reads as empty; one that does not exist (the day is of the other form, or dropped) fails the
+ * statement (`undefined_table`).
+ * @internal
+ */
+export const leafSource = (sql: SqlClient.SqlClient, at: Date, form: DayForm, columns: string): Statement.Fragment =>
+  sql`(SELECT ${sql.literal(columns)} FROM ${sql(leafName(at, form))} WHERE ${attached(sql, dayName(at))})`
 
 /**
  * The day partitions that hold `since` through `until`, oldest first; `undefined` when that is

@@ -75,7 +75,7 @@ export const daysOfWindow = (since: Date | null, until: Date | null) =>
   since === null || until === null ? undefined : EventLogPartitions.daysBetween(since, until, 2)
 
 /** The columns of an event `eventIn` reads from named days. */
-const eventColumns = "seq, space_id, type, epoch, occurred_at, trace_parent, actor, payload"
+export const eventColumns = "seq, space_id, type, epoch, occurred_at, trace_parent, actor, payload"
 
 /**
  * `eventAt` for a time known before the statement runs (`atTime`); an unknown time (a job from

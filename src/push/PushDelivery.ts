@@ -33,6 +33,7 @@ import { Clock, Duration, Effect, Schema, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import { Permissions, pushDeliver } from "../authz/Permissions.ts"
 import * as JobKind from "../jobs/JobKind.ts"
+import * as EventLogLeaf from "../log/EventLogLeaf.ts"
 import * as NativeSend from "./NativeSend.ts"
 import { Ledger } from "./PushBatch.ts"
 import { PushConfig } from "./PushConfig.ts"
@@ -68,6 +69,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
   const { prepare, send, ttlLeft } = yield* PushSend.make(options)
   const native = yield* NativeSend.make(ttlLeft)
   const inFlight = yield* Semaphore.make(config.maxInFlight)
+  const leaves = new EventLogLeaf.Leaves()
 
   /** Each principal's right: from SQL where it answered, else asked here in one call, once per principal. */
   const rightsOf = (targets: ReadonlyArray<Target>, space: string) =>
@@ -148,7 +150,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
       const plan = new Ledger([], args.dead).plan(Duration.zero)
       return plan.next._tag === "Dead" ? yield* new JobKind.JobCancel({ reason: plan.next.reason }) : undefined
     }
-    const { event, targets } = yield* readTargets(sql, permissions, args)
+    const { event, targets } = yield* readTargets(sql, permissions, leaves, args)
     const expired = (reason: string) =>
       Effect.andThen(PushMetrics.count("expired", targets.length), Effect.fail(new JobKind.JobCancel({ reason })))
     if (event === undefined) return yield* expired(`event ${args.seq} left the log before its push was sent`)

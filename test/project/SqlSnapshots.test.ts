@@ -19,6 +19,7 @@ import { Permissions } from "../../src/authz/Permissions.ts"
 import * as DeliveryLog from "../../src/console/data/DeliveryLog.ts"
 import * as StatementRound from "../../src/consumer/StatementRound.ts"
 import * as EventLog from "../../src/log/EventLog.ts"
+import * as EventLogLeaf from "../../src/log/EventLogLeaf.ts"
 import * as PushAudience from "../../src/push/PushAudience.ts"
 import * as PushConfig from "../../src/push/PushConfig.ts"
 import * as PushFanOut from "../../src/push/PushFanOut.ts"
@@ -135,12 +136,14 @@ const statements = Effect.gen(function* () {
       name: "push-targets",
       title:
         "A push batch's read at each attempt: the event, the registrations left and each principal's right (the default Permissions).",
-      source: "src/push/PushTargets.ts (targetsStatement) with src/authz/PermissionGrants.ts",
-      statement: PushTargets.targetsStatement(sql, permissions, {
-        seq: "42",
-        at: "2026-01-01T00:00:00.123456+00:00",
-        registrations: ["7", "8", "9"],
-      }),
+      source:
+        "src/push/PushTargets.ts (targetsStatement) with src/authz/PermissionGrants.ts and src/log/EventLogLeaf.ts (eventIn, the event's hour leaf)",
+      statement: PushTargets.targetsStatement(
+        sql,
+        permissions,
+        { seq: "42", at: "2026-01-01T00:00:00.123456+00:00", registrations: ["7", "8", "9"] },
+        (seq) => EventLogLeaf.eventIn(sql, "hours", seq, new Date("2026-01-01T00:00:00.123456+00:00")),
+      ),
     },
     {
       name: "webhook-drain-record-and-read",

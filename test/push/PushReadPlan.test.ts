@@ -4,11 +4,16 @@
  * and, before the event's time went in as bounds, set up every hour leaf of the log for each (164
  * to 267 ms over 338 leaves, measured from outside). The webhook drainer's read is held to the same
  * by `EventReadsPrunePartitions` (its time window).
+ *
+ * And the hundredth must not be planned at all: the read names its event's leaf, so PostgreSQL
+ * keeps one generic plan, and it still finds the event wherever the log keeps it (an hour leaf, a
+ * day created whole) and not once the log no longer does (detached, dropped).
  */
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { SqlClient } from "effect/sql"
 import { Permissions, pushDeliver } from "../../src/authz/Permissions.ts"
+import * as EventLogLeaf from "../../src/log/EventLogLeaf.ts"
 import * as EventLogPartitions from "../../src/log/EventLogPartitions.ts"
 import { readTargets } from "../../src/push/PushTargets.ts"
 import { appendAt, dayMillis, days } from "../support/OldEvents.ts"
@@ -60,8 +65,12 @@ layer(TestPush.layer(), { excludeTestServices: true })("the push delivery's read
           SELECT to_jsonb(occurred_at) #>> '{}' AS at, occurred_at AS "occurredAt" FROM event_log WHERE seq = ${seq!}`
 
         const { result, plans } = yield* explaining(
-          /AS seq\) AS k LEFT JOIN event_log/,
-          readTargets(sql, permissions, { registrations: ["1"], seq: String(seq), at: event!.at }),
+          /AS seq\) AS k LEFT JOIN/,
+          readTargets(sql, permissions, new EventLogLeaf.Leaves(), {
+            registrations: ["1"],
+            seq: String(seq),
+            at: event!.at,
+          }),
         )
         assert.strictEqual(result.event?.occurredAt.getTime(), event!.occurredAt.getTime(), "the event is found")
         assert.strictEqual(plans.length, 1)
@@ -92,8 +101,11 @@ layer(TestPush.layer(), { excludeTestServices: true })("the push delivery's read
           id: string
         }>`SELECT id::text AS id FROM push_registrations ORDER BY id LIMIT 100 OFFSET 1000`
         const { result, plans } = yield* explaining(
-          /AS seq\) AS k LEFT JOIN event_log/,
-          readTargets(sql, permissions, { registrations: ids.map((r) => r.id), seq: String(seq) }),
+          /AS seq\) AS k LEFT JOIN/,
+          readTargets(sql, permissions, new EventLogLeaf.Leaves(), {
+            registrations: ids.map((r) => r.id),
+            seq: String(seq),
+          }),
         )
         assert.strictEqual(result.targets.length, 100)
         assert.deepStrictEqual(
@@ -101,6 +113,55 @@ layer(TestPush.layer(), { excludeTestServices: true })("the push delivery's read
           [],
           "no table read whole",
         )
+      }),
+  )
+  it.effect(
+    "PushReadPlannedOnce: a batch of three read again and again on one connection keeps one generic plan, and finds its event in an hour leaf, in a day created whole, and not once its day is detached or dropped",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const permissions = yield* Permissions
+        const now = Date.now()
+        yield* days(now - 5 * dayMillis, 3)
+        const [split] = yield* appendAt([now - 4 * dayMillis])
+        // The job's `at` as the fan-out writes it: the event's time as jsonb text (microseconds).
+        const jobAt = (seq: bigint) =>
+          Effect.map(
+            sql<{ at: string }>`SELECT to_jsonb(occurred_at) #>> '{}' AS at FROM event_log WHERE seq = ${seq}`,
+            (rows) => rows[0]!.at,
+          )
+        const at = yield* jobAt(split!)
+        const leaves = new EventLogLeaf.Leaves()
+        const read = (seq: bigint, when: string) =>
+          readTargets(sql, permissions, leaves, { registrations: ["1", "2", "3"], seq: String(seq), at: when }).pipe(
+            Effect.map((r) => r.event?.space),
+          )
+        const day = EventLogPartitions.dayName(new Date(at))
+
+        const plans = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            for (let i = 0; i < 12; i++) assert.strictEqual(yield* read(split!, at), "old")
+            return yield* sql<{ generic: number; custom: number }>`
+              SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements
+              WHERE statement LIKE ${`%FROM "${EventLogPartitions.leafName(new Date(at), "hours")}"%`}`
+          }),
+        )
+        assert.deepStrictEqual(plans, [{ generic: 7, custom: 5 }], "five custom plans, then the generic one kept")
+        assert.strictEqual(leaves.forms.get(day), undefined, "read from its hour leaf, as first guessed")
+
+        // Today's day, made whole when this database was first migrated (before hour leaves).
+        const whole = yield* sql<{ n: number }>`
+          SELECT count(*)::int AS n FROM pg_inherits WHERE inhparent = ${EventLogPartitions.dayName(new Date(now))}::regclass`
+        assert.deepStrictEqual(whole, [{ n: 0 }], "today's day has no leaves of its own")
+        const [today] = yield* appendAt([now])
+        assert.strictEqual(yield* read(today!, yield* jobAt(today!)), "old")
+        assert.strictEqual(leaves.forms.get(EventLogPartitions.dayName(new Date(now))), "whole")
+
+        yield* sql.unsafe(`ALTER TABLE event_log DETACH PARTITION ${day}`)
+        assert.strictEqual(yield* read(split!, at), undefined, "detached: gone from the log")
+        yield* sql.unsafe(`DROP TABLE ${day}`)
+        assert.strictEqual(yield* read(split!, at), undefined, "dropped: gone from the log")
+        assert.strictEqual(leaves.forms.get(day), "log")
       }),
   )
 })
