@@ -8,9 +8,9 @@
  * jobs split off, after every other. A write that starts while another runs is left to the next
  * (group commit), and a write starts only once the fibers resumed in the same turn settled too:
  * as many writes as the database takes while the batch runs, never one per registration, and none
- * for the settling that leaves nothing (the job's outcome records that). Once a
- * write finds the job no longer held by this attempt (put back, claimed again), `lost` is set and
- * nothing more is written.
+ * for the settling that leaves nothing (the job's outcome records that). Once a write finds the
+ * job no longer held by this attempt (put back, claimed again), `lost` is set and nothing more is
+ * written.
  */
 import { Duration, Effect, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
