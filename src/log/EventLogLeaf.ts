@@ -36,7 +36,7 @@ export class Leaves {
 const after: Record<EventLogPartitions.DayForm, Where> = { hours: "whole", whole: "log" }
 
 /** The event of `seq` at `at` as `e`, for a `LEFT JOIN`, read from `where`. */
-export const eventIn = (sql: SqlClient.SqlClient, where: Where, seq: Statement.Fragment, at: Date) =>
+export const eventFrom = (sql: SqlClient.SqlClient, where: Where, seq: Statement.Fragment, at: Date) =>
   where === "log"
     ? eventAtTime(sql, seq, at)
     : sql`${EventLogPartitions.leafSource(sql, at, where, eventColumns)} AS e ON e.seq = ${seq} AND ${atTime(sql, at)}`
@@ -48,7 +48,7 @@ const missing = (error: SqlError, name: string) => {
 }
 
 /**
- * Runs `statement` with the join that finds the event of `at` (`eventIn`), from its leaf when the
+ * Runs `statement` with the join that finds the event of `at` (`eventFrom`), from its leaf when the
  * time is known, moving on to the next place to look when the leaf named does not exist.
  */
 export const read = <A, R>(
@@ -59,14 +59,14 @@ export const read = <A, R>(
 ): Effect.Effect<A, SqlError, R> => {
   if (at === undefined || Number.isNaN(at.getTime())) return statement((seq) => eventAtTime(sql, seq, at))
   const day = EventLogPartitions.dayName(at)
-  const from = (where: Where): Effect.Effect<A, SqlError, R> =>
-    where === "log"
-      ? statement((seq) => eventIn(sql, where, seq, at))
-      : statement((seq) => eventIn(sql, where, seq, at)).pipe(
-          Effect.catchIf(
-            (e) => missing(e, EventLogPartitions.leafName(at, where)),
-            () => from(leaves.forms.set(day, after[where])),
-          ),
-        )
+  const from = (where: Where): Effect.Effect<A, SqlError, R> => {
+    const run = statement((seq) => eventFrom(sql, where, seq, at))
+    if (where === "log") return run
+    return Effect.catchIf(
+      run,
+      (e) => missing(e, EventLogPartitions.leafName(at, where)),
+      () => from(leaves.forms.set(day, after[where])),
+    )
+  }
   return from(leaves.forms.get(day) ?? "hours")
 }

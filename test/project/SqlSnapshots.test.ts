@@ -137,12 +137,12 @@ const statements = Effect.gen(function* () {
       title:
         "A push batch's read at each attempt: the event, the registrations left and each principal's right (the default Permissions).",
       source:
-        "src/push/PushTargets.ts (targetsStatement) with src/authz/PermissionGrants.ts and src/log/EventLogLeaf.ts (eventIn, the event's hour leaf)",
+        "src/push/PushTargets.ts (targetsStatement) with src/authz/PermissionGrants.ts and src/log/EventLogLeaf.ts (eventFrom, the event's hour leaf)",
       statement: PushTargets.targetsStatement(
         sql,
         permissions,
         { seq: "42", at: "2026-01-01T00:00:00.123456+00:00", registrations: ["7", "8", "9"] },
-        (seq) => EventLogLeaf.eventIn(sql, "hours", seq, new Date("2026-01-01T00:00:00.123456+00:00")),
+        (seq) => EventLogLeaf.eventFrom(sql, "hours", seq, new Date("2026-01-01T00:00:00.123456+00:00")),
       ),
     },
     {
