@@ -53,6 +53,10 @@ export interface HandoffRun {
   readonly arrivedP95Ms: number
   readonly flat: boolean
   readonly rateHeld: boolean
+  /** CPU of the worker's process (its producer thread included, the push service's left out) per event, ms. */
+  readonly workerMsPerEvent: number
+  /** CPU of the server's processes (the producer's backends included) per event, ms. */
+  readonly serverMsPerEvent: number
 }
 
 const round3 = (n: number) => Math.round(n * 1000) / 1000
@@ -65,12 +69,20 @@ const handoffOf = (r: TreeBench.TreeResults): HandoffRun => {
     }
     readonly flatRuns: number
     readonly rateHeldRuns: number
+    readonly runs: ReadonlyArray<{
+      readonly achievedEventsPerSecond: number
+      readonly cpu: { readonly workerCores: number; readonly serverCores: number }
+    }>
   }
+  // One repeat a child: its run is the figures'.
+  const run = h.runs[0]!
   return {
     claimableP95Ms: h.median.jobClaimableMs.p95,
     arrivedP95Ms: h.median.arrivedMs.p95,
     flat: h.flatRuns > 0,
     rateHeld: h.rateHeldRuns > 0,
+    workerMsPerEvent: round3((run.cpu.workerCores / run.achievedEventsPerSecond) * 1000),
+    serverMsPerEvent: round3((run.cpu.serverCores / run.achievedEventsPerSecond) * 1000),
   }
 }
 
@@ -172,6 +184,8 @@ export const measure = (sizes: ChildSizes) =>
           : [
               handoffRow(`before: (a) commit to claimable p95, ${at}`, "ms", (r) => r.claimableP95Ms, 1),
               handoffRow(`before: (b) commit to received p95, ${at}`, "ms", (r) => r.arrivedP95Ms, 1),
+              handoffRow(`before: CPU per event, worker, ${at}`, "ms", (r) => r.workerMsPerEvent, 3),
+              handoffRow(`before: CPU per event, PostgreSQL, ${at}`, "ms", (r) => r.serverMsPerEvent, 3),
               handoffRow(`before: backlog flat, ${at}`, "runs", (r) => (r.flat ? 1 : 0), 0),
               handoffRow(`before: producer held its rate, ${at}`, "runs", (r) => (r.rateHeld ? 1 : 0), 0),
             ]),

@@ -32,6 +32,7 @@ import * as PushFanOut from "../../src/push/PushFanOut.ts"
 import { everySecond, series } from "../harness/BacklogTrend.ts"
 import { BenchServer } from "../harness/BenchServer.ts"
 import * as Conditions from "../harness/Conditions.ts"
+import * as CpuProfile from "../harness/CpuProfile.ts"
 import * as CpuUsage from "../harness/CpuUsage.ts"
 import { distribution } from "../harness/Distribution.ts"
 import { round3 } from "../harness/Figures.ts"
@@ -155,6 +156,7 @@ const produce = (
     const cpu0 = CpuUsage.sample(postmaster)
     const service0 = yield* service.cpuMicros
     const loop = yield* EventLoopDelay.monitor
+    const stopProfile = yield* CpuProfile.start(`push-handoff-${config.eventsPerSecond}`)
     const production = yield* Throughput.timed(
       Effect.map(thread.start(t0), (out) => {
         stamps.committedAt.set(out.committedAt)
@@ -170,6 +172,7 @@ const produce = (
       }),
     )
     const producedAt = performance.now()
+    yield* stopProfile
     const cpu = CpuUsage.since(cpu0, CpuUsage.sample(postmaster))
     const serviceCores = ((yield* service.cpuMicros) - service0) / 1e6 / production.seconds
     return {

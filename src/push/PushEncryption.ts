@@ -4,8 +4,8 @@
  * worker's event loop, on which the rounds, the job claims and every other delivery wait.
  *
  * What it keeps true:
- * - The request is exactly the one `PushRequest.requestOf` makes (the threads run that function),
- *   and `PushPayloadTooLarge` comes back as the same typed failure.
+ * - The request is exactly the one `PushRequest.requestOf` makes (the threads run its `bodyOf`,
+ *   this thread its `requestWith`), and `PushPayloadTooLarge` comes back as the same typed failure.
  * - A thread that dies (an uncaught error, a `process.exit` in a dependency) fails only the
  *   messages it had in hand, as defects, so their jobs are retried; the next message starts a
  *   fresh thread in its place.
@@ -18,7 +18,7 @@
 import { Worker } from "node:worker_threads"
 import { Effect, type Scope } from "effect"
 import type { SendRequest } from "../outbound/OutboundSender.ts"
-import type { Answer, Built } from "./PushEncryptionProtocol.ts"
+import type { Answer, Built, Question } from "./PushEncryptionProtocol.ts"
 import * as PushRequest from "./PushRequest.ts"
 
 export type Build = Effect.Effect<SendRequest, PushRequest.PushPayloadTooLarge>
@@ -70,12 +70,18 @@ const start = (slot: Slot, thread: URL) => {
   return worker
 }
 
-const answered = (built: Built): Build =>
-  "request" in built
-    ? Effect.succeed(built.request)
+const answered = (input: PushRequest.PushRequestInput, built: Built): Build =>
+  "body" in built
+    ? Effect.succeed(PushRequest.requestWith(input, built.body))
     : "tooLarge" in built
       ? Effect.fail(new PushRequest.PushPayloadTooLarge(built.tooLarge))
       : Effect.die(new PushEncryptionDefect(built.defect))
+
+/**
+ * A question to a thread and its answer cost about 0.1 ms of CPU between the two threads, so a
+ * thread takes at least this many messages: a push job of 3 registrations asks one thread, not two.
+ */
+const minPerThread = 8
 
 /** `inputs` cut into at most `parts` runs of nearly equal length, in order. */
 const split = <A>(inputs: ReadonlyArray<A>, parts: number): Array<ReadonlyArray<A>> => {
@@ -102,6 +108,7 @@ export const make = (
           Effect.promise(() => Promise.all(slots.map((slot) => slot.worker?.terminate()))).pipe(Effect.ignore),
         )
         let next = 0
+        const partsOf = (messages: number) => Math.min(threads, Math.ceil(messages / minPerThread))
         const ask = (inputs: ReadonlyArray<PushRequest.PushRequestInput>) =>
           Effect.callback<ReadonlyArray<Build>>((resume) => {
             // The least busy thread, so one slow question does not queue others behind it.
@@ -112,20 +119,25 @@ export const make = (
               resume(
                 Effect.succeed(
                   "built" in answer
-                    ? answer.built.map(answered)
-                    : inputs.map(() => answered({ defect: answer.defect })),
+                    ? answer.built.map((built, i) => answered(inputs[i]!, built))
+                    : inputs.map((input) => answered(input, { defect: answer.defect })),
                 ),
               ),
             )
-            worker.postMessage({ id, inputs })
+            const question: Question = {
+              id,
+              inputs: inputs.map(({ p256dh, auth, payload }) => ({ p256dh, auth, payload })),
+            }
+            worker.postMessage(question)
             return Effect.sync(() => slot.waiting.delete(id))
           })
         const buildMany = (inputs: ReadonlyArray<PushRequest.PushRequestInput>) =>
           inputs.length === 0
             ? Effect.succeed([])
             : Effect.withSpan(
-                Effect.map(Effect.all(split(inputs, threads).map(ask), { concurrency: "unbounded" }), (parts) =>
-                  parts.flat(),
+                Effect.map(
+                  Effect.all(split(inputs, partsOf(inputs.length)).map(ask), { concurrency: "unbounded" }),
+                  (parts) => parts.flat(),
                 ),
                 "PushEncryption.buildMany",
                 { attributes: { messages: inputs.length } },

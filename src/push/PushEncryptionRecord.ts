@@ -18,11 +18,12 @@
  */
 import {
   createCipheriv,
+  createHmac,
   createPrivateKey,
   createPublicKey,
+  createSecretKey,
   diffieHellman,
   generateKeyPairSync,
-  hkdfSync,
   type KeyObject,
   randomBytes,
 } from "node:crypto"
@@ -91,16 +92,33 @@ const fixedKey = (d: Uint8Array): { readonly privateKey: KeyObject; readonly poi
 }
 
 const keyInfoLabel = Buffer.from("WebPush: info\0")
+const firstBlock = Buffer.from([0x01])
 const cekInfo = Buffer.from("Content-Encoding: aes128gcm\0")
 const nonceInfo = Buffer.from("Content-Encoding: nonce\0")
 const lastRecord = Buffer.from([0x02])
+
+/**
+ * HMAC-SHA-256 of `data` then `more` under `key`. Keyed with a `KeyObject`: keyed with bytes, Node
+ * copies and checks the key on every call, which made `hkdfSync` three times this.
+ */
+const hmac = (key: Uint8Array, data: Uint8Array, more?: Uint8Array): Buffer => {
+  const mac = createHmac("sha256", createSecretKey(key)).update(data)
+  return (more === undefined ? mac : mac.update(more)).digest()
+}
+
+/**
+ * RFC 5869's expand step for at most one hash of output (the first block, `info || 0x01`). The
+ * three derivations share extracts: RFC 8188's content key and nonce come from one `prk`.
+ */
+const expand = (prk: Uint8Array, info: Uint8Array, length: number): Buffer =>
+  hmac(prk, info, firstBlock).subarray(0, length)
 
 /**
  * The aes128gcm body of `plaintext` for the browser whose keys are `p256dh` (its public key) and
  * `auth` (its auth secret). Throws `PushKeyRefused` for keys `PushRegistration.check` would refuse.
  */
 export const encrypt = (plaintext: Uint8Array, p256dh: Uint8Array, auth: Uint8Array, fixed?: Fixed): Buffer => {
-  const receiverPoint = Buffer.from(p256dh)
+  const receiverPoint = Buffer.isBuffer(p256dh) ? p256dh : Buffer.from(p256dh)
   const receiver = browserKey(receiverPoint)
   if (auth.length !== 16) throw new PushKeyRefused(`auth is ${auth.length} bytes; RFC 8291 says 16`)
   const sender = fixed === undefined ? fresh() : fixedKey(fixed.ephemeralPrivateKey)
@@ -109,9 +127,10 @@ export const encrypt = (plaintext: Uint8Array, p256dh: Uint8Array, auth: Uint8Ar
   // RFC 8291 section 3.4: the auth secret and both public keys bind the shared secret to this
   // browser; then RFC 8188 derives the content key and nonce from it and the salt.
   const keyInfo = Buffer.concat([keyInfoLabel, receiverPoint, sender.point])
-  const ikm = Buffer.from(hkdfSync("sha256", shared, auth, keyInfo, 32))
-  const cek = Buffer.from(hkdfSync("sha256", ikm, salt, cekInfo, 16))
-  const nonce = Buffer.from(hkdfSync("sha256", ikm, salt, nonceInfo, 12))
+  const ikm = expand(hmac(auth, shared), keyInfo, 32)
+  const prk = hmac(salt, ikm)
+  const cek = expand(prk, cekInfo, 16)
+  const nonce = expand(prk, nonceInfo, 12)
   const header = Buffer.allocUnsafe(headerBytes)
   salt.copy(header, 0)
   header.writeUInt32BE(recordSize, 16)

@@ -15,15 +15,16 @@
  * restore (`bothy restore finalize`) never shares a key with the one the seq had before. It is
  * built like a webhook's `webhook-id` (`WebhookSignature.messageId`): digits and `_` only.
  */
-import { createHash } from "node:crypto"
+import { hash } from "node:crypto"
 
 /** `push_<epoch>_<registration>_<seq>`: unambiguous, since the three parts are digits only. */
 export const make = (epoch: number, registration: string, seq: bigint): string => `push_${epoch}_${registration}_${seq}`
 
 /**
  * The RFC 8030 `Topic` of the message whose key is `key`: 32 characters of the URL-safe base64
- * alphabet (the most a topic may have), a truncated SHA-256, so the push service reads neither the
+ * alphabet (the most a topic may have), a SHA-256 cut to 24 bytes, so the push service reads neither the
  * event nor the registration from it.
  */
 export const topic = (key: string): string =>
-  createHash("sha256").update(key, "utf8").digest().subarray(0, 24).toString("base64url")
+  // 24 bytes are 32 characters of base64url exactly, so the digest's text cut at 32 is those bytes'.
+  hash("sha256", key, "base64url").slice(0, 32)

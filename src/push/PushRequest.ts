@@ -54,22 +54,26 @@ export interface PushRequestInput {
 
 const bytesOf = (key: string | Uint8Array) => (typeof key === "string" ? Buffer.from(key, "base64url") : key)
 
+/** What encrypting one message reads: the browser's keys and the text. Only this crosses to a thread. */
+export type BodyInput = Pick<PushRequestInput, "p256dh" | "auth" | "payload">
+
 /**
- * The request for one push message, or why it cannot be sent; plain, so that a thread of
+ * The encrypted body of one push message, or why it cannot be sent; plain, so that a thread of
  * `PushEncryption` runs it without an Effect runtime. The keys are those a registration was
- * checked with (`PushRegistration.check`) and the topic one `PushMessageKey.topic` made: a key
- * that is not throws (`PushEncryptionRecord.PushKeyRefused`), which is a defect, not a failure.
- * `fixed` is for tests only (`PushEncryptionRecord.Fixed`).
+ * checked with (`PushRegistration.check`): a key that is not throws
+ * (`PushEncryptionRecord.PushKeyRefused`), which is a defect, not a failure. `fixed` is for tests
+ * only (`PushEncryptionRecord.Fixed`).
  */
-export const requestOf = (
-  input: PushRequestInput,
-  fixed?: PushEncryptionRecord.Fixed,
-): SendRequest | PushPayloadTooLarge => {
+export const bodyOf = (input: BodyInput, fixed?: PushEncryptionRecord.Fixed): Buffer | PushPayloadTooLarge => {
   const plaintext = Buffer.from(input.payload, "utf8")
   if (plaintext.length > maxPlaintextBytes) {
     return new PushPayloadTooLarge({ bytes: plaintext.length, max: maxPlaintextBytes })
   }
-  const body = PushEncryptionRecord.encrypt(plaintext, bytesOf(input.p256dh), bytesOf(input.auth), fixed)
+  return PushEncryptionRecord.encrypt(plaintext, bytesOf(input.p256dh), bytesOf(input.auth), fixed)
+}
+
+/** The request that carries `body`, `bodyOf(input)`: the headers a push service reads. */
+export const requestWith = (input: PushRequestInput, body: Uint8Array): SendRequest => {
   const headers: Record<string, string> = {
     TTL: String(Math.max(0, Math.floor(input.ttlSeconds))),
     Urgency: input.urgency,
@@ -79,6 +83,15 @@ export const requestOf = (
   }
   if (input.topic !== undefined) headers.Topic = input.topic
   return { url: input.endpoint, headers, body }
+}
+
+/** The request for one push message (`bodyOf`, then `requestWith`), or why it cannot be sent. */
+export const requestOf = (
+  input: PushRequestInput,
+  fixed?: PushEncryptionRecord.Fixed,
+): SendRequest | PushPayloadTooLarge => {
+  const body = bodyOf(input, fixed)
+  return body instanceof PushPayloadTooLarge ? body : requestWith(input, body)
 }
 
 /** `requestOf` on the calling fiber's thread. */
