@@ -19,11 +19,11 @@
  *   record the plan (`PushBatch.Ledger.plan`): the registrations left as the job's args, each other
  *   throttled origin as a job of its own at its `Retry-After`; then done, dead, retried or snoozed
  *
- * Exactly once per registration: while the batch runs, what has settled is written to the job's
- * args (`JobProgress`) one write at a time, the next write starting as the last one ends, so that
- * an attempt after a crash sends only to what no write recorded; once every registration settled,
- * the job's outcome is that record; an interrupted attempt (timeout, fence, shutdown) writes what
- * it knows before it ends. What a crash leaves unrecorded (sent, its answer not yet written) is
+ * Exactly once per registration: while the batch runs (after its first `PushProgress.quietStart`),
+ * what has settled is written to the job's args (`JobProgress`) one write at a time, the next write
+ * starting as the last one ends, so that an attempt after a crash sends only to what no write
+ * recorded; once every registration settled, the job's outcome is that record; an interrupted
+ * attempt (timeout, fence, shutdown) writes what it knows before it ends. What a crash leaves unrecorded (sent, its answer not yet written) is
  * sent again with the same idempotency key (`PushMessageKey`: the `Topic` header, the envelope's
  * `id` and `tag`), which a device drops. The TTL header is what is left of the TTL since the
  * event's commit, so a retried message never outlives the first one's deadline.
@@ -142,6 +142,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
       }
     })
 
+  // Scoped to the attempt: a progress timer (`PushProgress.quietStart`) never outlives it.
   const run = Effect.fn("PushDelivery.run")(function* (input: BatchArgs | DeliverArgs, job: JobKind.JobInfo) {
     const args = asBatch(input)
     if (args.registrations.length === 0) {
@@ -172,7 +173,7 @@ export const makeKinds = Effect.fnUntraced(function* (options: { readonly tokens
       discard: true,
     }).pipe(Effect.onInterrupt(() => progress.lastWord))
     return yield* finish(attempt)
-  })
+  }, Effect.scoped)
 
   const timeout = "5 minutes"
   return {

@@ -11,8 +11,14 @@
  * for the settling that leaves nothing (the job's outcome records that). Once a write finds the
  * job no longer held by this attempt (put back, claimed again), `lost` is set and nothing more is
  * written.
+ *
+ * Nothing is written in an attempt's first `quietStart`: a batch answered within it (a job of a
+ * few registrations nearly always is) is recorded by its outcome alone, one statement instead of
+ * two or three. What a crash in that window leaves unrecorded is sent again with the same key
+ * (`PushMessageKey`), as any crash's unrecorded sends are. Settling during the quiet start sets
+ * one timer (in the attempt's scope) that writes when it ends, for a batch still waiting then.
  */
-import { Duration, Effect, Semaphore } from "effect"
+import { Clock, Duration, Effect, Scope, Semaphore } from "effect"
 import { SqlClient } from "effect/sql"
 import type { SqlError } from "effect/sql/SqlError"
 import type { JobInfo } from "../jobs/JobKind.ts"
@@ -22,6 +28,12 @@ import { type BatchArgs, batchArgsJson } from "./PushJob.ts"
 
 /** How long an interrupted attempt may take to write what it knows before it ends. */
 const lastWordTimeout = Duration.seconds(1)
+
+/**
+ * How long an attempt runs before its progress is written. Jobs of three registrations at 200
+ * events/s answered in about 5 ms and wrote 1.4 times each: 22 % of the push path's statements.
+ */
+export const quietStart = Duration.millis(100)
 
 export interface PushProgress {
   /** Whether a write found the job no longer held by this attempt: it must send nothing more. */
@@ -39,6 +51,9 @@ export interface PushProgress {
 
 export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, ledger: Ledger) =>
   Effect.gen(function* () {
+    const scope = yield* Scope.Scope
+    const quietUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(quietStart)
+    let timerSet = false
     const writes = yield* Semaphore.make(1)
     let lost = false
     // A write is running: a flush has nothing to start (the running write's loop takes its settle).
@@ -78,7 +93,16 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
       flush: Effect.suspend(() =>
         ledger.unrecorded === 0 || lost || writing
           ? Effect.void
-          : Effect.andThen(Effect.yieldNow, writes.withPermitsIfAvailable(1)(writeLeft(true))).pipe(Effect.ignore),
+          : Effect.flatMap(Clock.currentTimeMillis, (now) => {
+              if (now < quietUntil) {
+                if (timerSet) return Effect.void
+                timerSet = true
+                return Effect.asVoid(Effect.forkIn(Effect.delay(progress.flush, quietUntil - now), scope))
+              }
+              return Effect.andThen(Effect.yieldNow, writes.withPermitsIfAvailable(1)(writeLeft(true))).pipe(
+                Effect.ignore,
+              )
+            }),
       ),
       lastWord: writes
         .withPermit(writeLeft(false))

@@ -6,7 +6,7 @@
  * still delivered.
  */
 import { assert, layer } from "@effect/vitest"
-import { Clock, Effect, Metric, type Schema } from "effect"
+import { Clock, Effect, Metric, type Schema, Tracer } from "effect"
 import { SqlClient } from "effect/sql"
 import { TestClock } from "effect/testing"
 import { Permissions } from "../../src/authz/Permissions.ts"
@@ -15,7 +15,9 @@ import { EventLog } from "../../src/log/EventLog.ts"
 import * as PushJob from "../../src/push/PushJob.ts"
 import * as PushMessageKey from "../../src/push/PushMessageKey.ts"
 import * as PushMetrics from "../../src/push/PushMetrics.ts"
+import * as PushProgress from "../../src/push/PushProgress.ts"
 import * as PushService from "../../testkit/PushService.ts"
+import { eventually } from "../support/Eventually.ts"
 import * as TestPush from "../support/TestPush.ts"
 import { member, outcomes, startWorker } from "../support/TestPushWorker.ts"
 
@@ -282,5 +284,81 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushBatch", (it) => {
         assert.strictEqual(`${retried!.subscriptionId}:${retried!.status}`, `${flaky!.browser.id}:201`)
         assert.strictEqual(JSON.parse(retried!.plaintext).id, PushMessageKey.make(epoch, flaky!.registration, seq))
       }).pipe(Effect.scoped, Effect.provide(TestClock.layer())),
+  )
+
+  it.effect(
+    "PushProgressQuietStart: a batch whose answers come within the attempt's first 100 ms writes no progress (its outcome records it); one still waiting then writes what settled once the clock passes it, and only the held registration is left in its args",
+    () => {
+      const writes: Array<string> = []
+      const tracer = Tracer.make({
+        span: (options) => {
+          if (options.name === "JobProgress.record") writes.push(options.name)
+          return new Tracer.NativeSpan(options)
+        },
+      })
+      return Effect.gen(function* () {
+        const service = yield* PushService.start()
+        const browsers = yield* member(service, "quiet", "quinn", 3)
+        const held = browsers[1]!
+        const delivered = Metric.value(Metric.withAttributes(PushMetrics.deliveries, { outcome: "delivered" }))
+        const settled = (n: number) =>
+          TestClock.withLive(
+            eventually(delivered, (m) => m.count >= n, {
+              what: `${n} messages delivered`,
+              within: "20 seconds",
+              every: "5 millis",
+            }),
+          )
+        yield* clockAhead
+        const { finalized } = yield* startWorker
+
+        // Two answered at once, one held until they have settled: nothing is written meanwhile.
+        service.script(held.browser.id, [{ hang: true }])
+        const before = (yield* delivered).count
+        yield* append("quiet")
+        yield* TestPush.round()
+        yield* service.take(3)
+        yield* settled(before + 2)
+        service.release()
+        assert.deepStrictEqual(
+          (yield* outcomes(finalized, 1)).map((o) => o.outcome._tag),
+          ["Completed"],
+        )
+        assert.deepStrictEqual(writes, [], "answered within the quiet start: the outcome alone records the batch")
+
+        // The same, but the clock passes the quiet start while one is held: what settled is written.
+        service.script(held.browser.id, [{ hang: true }])
+        const { seq } = yield* append("quiet")
+        yield* TestPush.round()
+        yield* service.take(3)
+        yield* settled(before + 5)
+        yield* TestClock.adjust(PushProgress.quietStart)
+        yield* TestClock.withLive(
+          eventually(
+            Effect.sync(() => writes.length),
+            (n) => n > 0,
+            { what: "a progress write", within: "20 seconds", every: "5 millis" },
+          ),
+        )
+        const [job] = (yield* TestPush.jobs).filter((j) => j.seq === String(seq))
+        assert.deepStrictEqual(
+          [job!.state, job!.registrations],
+          ["running", [held.registration]],
+          "only the held registration is left",
+        )
+        service.release()
+        assert.deepStrictEqual(
+          (yield* outcomes(finalized, 1)).map((o) => o.outcome._tag),
+          ["Completed"],
+        )
+        for (const b of browsers) {
+          assert.strictEqual(
+            service.log.delivered.filter((m) => m.subscriptionId === b.browser.id && m.status === 201).length,
+            2,
+            `${b.browser.id} got each event's message once`,
+          )
+        }
+      }).pipe(Effect.scoped, Effect.provide(TestClock.layer()), Effect.withTracer(tracer))
+    },
   )
 })
