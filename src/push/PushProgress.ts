@@ -54,6 +54,9 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
     const scope = yield* Scope.Scope
     const quietUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(quietStart)
     let timerSet = false
+    // The attempt's last write was asked for: the quiet start's timer, firing after it, must not
+    // write the ledger's view (which still holds the registrations split off) over it.
+    let ended = false
     const writes = yield* Semaphore.make(1)
     let lost = false
     // A write is running: a flush has nothing to start (the running write's loop takes its settle).
@@ -91,7 +94,7 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
       // and the rest waited for a second write (2.2 writes a job of three registrations in the push
       // benchmark at 200 events/s, 1.4 with the yield).
       flush: Effect.suspend(() =>
-        ledger.unrecorded === 0 || lost || writing
+        ledger.unrecorded === 0 || lost || writing || ended
           ? Effect.void
           : Effect.flatMap(Clock.currentTimeMillis, (now) => {
               if (now < quietUntil) {
@@ -108,15 +111,18 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
         .withPermit(writeLeft(false))
         .pipe(Effect.interruptible, Effect.timeoutOption(lastWordTimeout), Effect.ignore),
       last: (keep, split) =>
-        lost
-          ? Effect.succeed(false)
-          : writes.withPermit(
-              record(
-                job,
-                batchArgsJson(args, keep, ledger.deaths()),
-                split.map((s) => ({ args: batchArgsJson(args, s.registrations), scheduledAt: s.scheduledAt })),
-              ),
-            ),
+        Effect.suspend(() => {
+          ended = true
+          return lost
+            ? Effect.succeed(false)
+            : writes.withPermit(
+                record(
+                  job,
+                  batchArgsJson(args, keep, ledger.deaths()),
+                  split.map((s) => ({ args: batchArgsJson(args, s.registrations), scheduledAt: s.scheduledAt })),
+                ),
+              )
+        }),
     }
     return progress
   })
