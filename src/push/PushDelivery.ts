@@ -23,9 +23,9 @@
  * what has settled is written to the job's args (`JobProgress`) one write at a time, the next write
  * starting as the last one ends, so that an attempt after a crash sends only to what no write
  * recorded; once every registration settled, the job's outcome is that record; an interrupted
- * attempt (timeout, fence, shutdown) writes what it knows before it ends. What a crash leaves unrecorded (sent, its answer not yet written) is
- * sent again with the same idempotency key (`PushMessageKey`: the `Topic` header, the envelope's
- * `id` and `tag`), which a device drops. The TTL header is what is left of the TTL since the
+ * attempt (timeout, fence, shutdown) writes what it knows before it ends. What a crash leaves
+ * unrecorded (sent, its answer not yet written) is sent again with the same idempotency key
+ * (`PushMessageKey`: the `Topic` header, the envelope's `id` and `tag`), which a device drops. The TTL header is what is left of the TTL since the
  * event's commit, so a retried message never outlives the first one's deadline.
  */
 import { Clock, Duration, Effect, Schema, Semaphore } from "effect"

@@ -22,8 +22,8 @@ export const make = (epoch: number, registration: string, seq: bigint): string =
 
 /**
  * The RFC 8030 `Topic` of the message whose key is `key`: 32 characters of the URL-safe base64
- * alphabet (the most a topic may have), a SHA-256 cut to 24 bytes, so the push service reads neither the
- * event nor the registration from it.
+ * alphabet (the most a topic may have), a SHA-256 cut to 24 bytes, so the push service reads
+ * neither the event nor the registration from it.
  */
 export const topic = (key: string): string =>
   // 24 bytes are 32 characters of base64url exactly, so the digest's text cut at 32 is those bytes'.
