@@ -38,7 +38,10 @@ export const quietStart = Duration.millis(100)
 export interface PushProgress {
   /** Whether a write found the job no longer held by this attempt: it must send nothing more. */
   readonly lost: () => boolean
-  /** After a registration settled: writes, unless a write runs (a failed write is tried again at the next). */
+  /**
+   * After a registration settled: writes, unless a write runs (a failed write is tried again at the
+   * next) or the attempt is in its quiet start (its timer writes as it ends).
+   */
   readonly flush: Effect.Effect<void>
   /** When interrupted: what is known, within a bound. */
   readonly lastWord: Effect.Effect<void>
@@ -53,6 +56,8 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
   Effect.gen(function* () {
     const scope = yield* Scope.Scope
     const quietUntil = (yield* Clock.currentTimeMillis) + Duration.toMillis(quietStart)
+    // Set once the clock passed `quietUntil`: the clock is not read again for every answer.
+    let quietOver = false
     let timerSet = false
     // The attempt's last write was asked for: the quiet start's timer, firing after it, must not
     // write the ledger's view (which still holds the registrations split off) over it.
@@ -93,20 +98,25 @@ export const make = (sql: SqlClient.SqlClient, job: JobInfo, args: BatchArgs, le
       // that one write records them all: without the yield, the first answer of a turn wrote alone
       // and the rest waited for a second write (2.2 writes a job of three registrations in the push
       // benchmark at 200 events/s, 1.4 with the yield).
-      flush: Effect.suspend(() =>
-        ledger.unrecorded === 0 || lost || writing || ended
-          ? Effect.void
-          : Effect.flatMap(Clock.currentTimeMillis, (now) => {
-              if (now < quietUntil) {
-                if (timerSet) return Effect.void
-                timerSet = true
-                return Effect.asVoid(Effect.forkIn(Effect.delay(progress.flush, quietUntil - now), scope))
-              }
-              return Effect.andThen(Effect.yieldNow, writes.withPermitsIfAvailable(1)(writeLeft(true))).pipe(
-                Effect.ignore,
-              )
-            }),
-      ),
+      flush: Effect.suspend(() => {
+        if (ledger.unrecorded === 0 || lost || writing || ended) return Effect.void
+        const write = () =>
+          Effect.andThen(Effect.yieldNow, writes.withPermitsIfAvailable(1)(writeLeft(true))).pipe(Effect.ignore)
+        if (quietOver) return write()
+        if (timerSet) return Effect.void
+        return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          if (now >= quietUntil) {
+            quietOver = true
+            return write()
+          }
+          timerSet = true
+          const later = Effect.andThen(
+            Effect.sync(() => (quietOver = true)),
+            Effect.suspend(() => progress.flush),
+          )
+          return Effect.asVoid(Effect.forkIn(Effect.delay(later, quietUntil - now), scope))
+        })
+      }),
       lastWord: writes
         .withPermit(writeLeft(false))
         .pipe(Effect.interruptible, Effect.timeoutOption(lastWordTimeout), Effect.ignore),
