@@ -333,19 +333,20 @@ layer(TestPush.layer(), { excludeTestServices: true })("PushBatch", (it) => {
         yield* service.take(3)
         yield* settled(before + 5)
         yield* TestClock.adjust(PushProgress.quietStart)
-        yield* TestClock.withLive(
+        // The write's span starts before its statement commits: wait for the row, not the span.
+        const [job] = yield* TestClock.withLive(
           eventually(
-            Effect.sync(() => writes.length),
-            (n) => n > 0,
-            { what: "a progress write", within: "20 seconds", every: "5 millis" },
+            Effect.map(TestPush.jobs, (jobs) => jobs.filter((j) => j.seq === String(seq))),
+            (jobs) => jobs[0]?.registrations.length === 1,
+            { what: "the progress write recording the two answered", within: "20 seconds", every: "5 millis" },
           ),
         )
-        const [job] = (yield* TestPush.jobs).filter((j) => j.seq === String(seq))
         assert.deepStrictEqual(
           [job!.state, job!.registrations],
           ["running", [held.registration]],
           "only the held registration is left",
         )
+        assert.isAbove(writes.length, 0, "written by a progress write")
         service.release()
         assert.deepStrictEqual(
           (yield* outcomes(finalized, 1)).map((o) => o.outcome._tag),
